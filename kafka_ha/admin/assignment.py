@@ -1,0 +1,69 @@
+"""Pure replica-assignment rules for creating topics and adding partitions.
+
+The seed's round robin (controller.md §1): over the sorted brokers, partition
+i's replica j goes to broker ``(i + j) mod n``; the first replica is the
+preferred leader.
+"""
+from __future__ import annotations
+
+
+class AdminOperationError(ValueError):
+    """Bad admin input; the message is Kafka's."""
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
+                    first_partition: int = 0) -> dict[int, tuple[int, ...]]:
+    """Round-robin assignment of ``partitions`` partitions starting at ``first_partition``.
+
+    >>> assign_replicas([3, 1, 2], 3, 3)
+    {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}
+    >>> assign_replicas([1, 2, 3], 2, 2, first_partition=3)
+    {3: (1, 2), 4: (2, 3)}
+    >>> assign_replicas([1, 2], 1, 3)
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.AdminOperationError: replication factor: 3 larger than available brokers: 2
+    """
+    if partitions <= 0:
+        raise AdminOperationError("number of partitions must be larger than 0")
+    if replication_factor <= 0:
+        raise AdminOperationError("replication factor must be larger than 0")
+    if replication_factor > len(brokers):
+        raise AdminOperationError(f"replication factor: {replication_factor} larger than "
+                                  f"available brokers: {len(brokers)}")
+    ordered = sorted(brokers)
+    n = len(ordered)
+    return {p: tuple(ordered[(p + j) % n] for j in range(replication_factor))
+            for p in range(first_partition, first_partition + partitions)}
+
+
+def parse_replica_assignment(text: str, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
+    """``--replica-assignment 1:2,2:3``: commas separate partitions, colons replicas.
+
+    >>> parse_replica_assignment("1:2,2:3")
+    {0: (1, 2), 1: (2, 3)}
+    >>> parse_replica_assignment("1:1")
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.AdminOperationError: Partition replica lists may not contain duplicate entries: 1
+    """
+    result: dict[int, tuple[int, ...]] = {}
+    for i, part in enumerate(text.split(",")):
+        try:
+            replicas = tuple(int(b.strip()) for b in part.split(":"))
+        except ValueError:
+            raise AdminOperationError(f"Invalid replica assignment {text!r}: broker ids must be "
+                                      f"integers") from None
+        if any(b < 0 for b in replicas):
+            raise AdminOperationError(f"Invalid replica assignment {text!r}: broker ids must "
+                                      f"not be negative")
+        duplicates = sorted({b for b in replicas if replicas.count(b) > 1})
+        if duplicates:
+            raise AdminOperationError("Partition replica lists may not contain duplicate entries: "
+                                      + ",".join(map(str, duplicates)))
+        p = first_partition + i
+        if result and len(replicas) != len(result[first_partition]):
+            raise AdminOperationError(f"Partition {p} has different replication factor: "
+                                      f"{list(replicas)}")
+        result[p] = replicas
+    return result

@@ -1,0 +1,216 @@
+"""``kafka-topics.sh``: create, list, describe, alter and delete topics in ZooKeeper.
+
+Like Kafka's TopicCommand it talks only to ZooKeeper: it writes the intent
+(``/config/topics/<t>`` first, then ``/brokers/topics/<t>``) and the
+controller does the rest.  Output strings follow cli-conventions.md §1 byte
+for byte, because scripts parse them.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
+from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.config import ConfigError, validate_topic_config
+from kafka_ha.model import TopicAssignment, TopicPartition
+from kafka_ha.zk.znodes import validate_topic_name
+
+ACTIONS = ("create", "list", "describe", "alter", "delete")
+
+
+class TopicCommandError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafka-topics.sh", add_help=True,
+                                description="Create, delete, describe, or change a topic.")
+    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
+                                       "connection in the form host:port. Multiple URLS can be "
+                                       "given to allow fail-over.")
+    for action in ACTIONS:
+        p.add_argument(f"--{action}", action="store_true")
+    p.add_argument("--topic")
+    p.add_argument("--partitions", type=int)
+    p.add_argument("--replication-factor", type=int)
+    p.add_argument("--replica-assignment")
+    p.add_argument("--config", action="append", default=[])
+    p.add_argument("--delete-config", action="append", default=[])
+    p.add_argument("--under-replicated-partitions", action="store_true")
+    p.add_argument("--unavailable-partitions", action="store_true")
+    p.add_argument("--topics-with-overrides", action="store_true")
+    p.add_argument("--if-exists", action="store_true")
+    p.add_argument("--if-not-exists", action="store_true")
+    return p
+
+
+def _parse_configs(pairs: list[str]) -> dict[str, str]:
+    configs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TopicCommandError(f"Invalid topic config: all configs to be added must be in "
+                                    f"the format \"key=val\": {pair}")
+        configs[key.strip()] = value.strip()
+    validate_topic_config(configs)
+    return configs
+
+
+def _matching(topics: Iterable[str], pattern: str | None) -> list[str]:
+    topics = sorted(topics)
+    if pattern is None:
+        return topics
+    regex = re.compile(pattern)
+    return [t for t in topics if regex.fullmatch(t)]
+
+
+def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    if not args.topic:
+        raise TopicCommandError('Missing required argument "[topic]"')
+    validate_topic_name(args.topic)
+    if "." in args.topic or "_" in args.topic:
+        print("WARNING: Due to limitations in metric names, topics with a period ('.') or "
+              "underscore ('_') could collide. To avoid issues it is best to use either, but not "
+              "both.", file=out)
+    configs = _parse_configs(args.config)
+    if args.replica_assignment:
+        replicas = parse_replica_assignment(args.replica_assignment)
+    else:
+        if args.partitions is None:
+            raise TopicCommandError('Missing required argument "[partitions]"')
+        if args.replication_factor is None:
+            raise TopicCommandError('Missing required argument "[replication-factor]"')
+        replicas = assign_replicas(admin.live_broker_ids(), args.partitions,
+                                   args.replication_factor)
+    try:
+        admin.create_topic(args.topic, replicas, configs)
+    except NodeExistsError:
+        if args.if_not_exists:
+            return
+        raise TopicCommandError(f'Topic "{args.topic}" already exists.') from None
+    print(f'Created topic "{args.topic}".', file=out)
+
+
+def list_topics(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    marked = set(admin.topics_marked_for_deletion())
+    for topic in _matching(admin.topics(), args.topic):
+        print(f"{topic} - marked for deletion" if topic in marked else topic, file=out)
+
+
+def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    topics = _matching(admin.topics(), args.topic)
+    live = set(admin.live_broker_ids())
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    for topic in topics:
+        assignment = admin.assignment(topic)
+        if assignment is None:
+            continue
+        configs = admin.topic_config(topic)
+        if args.topics_with_overrides and not configs:
+            continue
+        if not filtered:
+            first = next(iter(assignment.partitions.values()), ())
+            config_text = ",".join(f"{k}={v}" for k, v in configs.items())
+            print(f"Topic:{topic}\tPartitionCount:{len(assignment.partitions)}\t"
+                  f"ReplicationFactor:{len(first)}\tConfigs:{config_text}", file=out)
+        if args.topics_with_overrides:
+            continue
+        states = admin.partition_states(topic, assignment.partitions)
+        for p, replicas in sorted(assignment.partitions.items()):
+            state = states.get(p)
+            if args.under_replicated_partitions and not (state and len(state.isr) < len(replicas)):
+                continue
+            if args.unavailable_partitions and state and state.leader in live:
+                continue
+            leader = "none" if state is None else str(state.leader)
+            isr = "" if state is None else ",".join(map(str, state.isr))
+            print(f"\tTopic: {topic}\tPartition: {p}\tLeader: {leader}\t"
+                  f"Replicas: {','.join(map(str, replicas))}\tIsr: {isr}", file=out)
+
+
+def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    if not args.topic:
+        raise TopicCommandError('Missing required argument "[topic]"')
+    topics = _matching(admin.topics(), args.topic)
+    if not topics:
+        if args.if_exists:
+            return
+        raise TopicCommandError(f"Topic {args.topic} does not exist on ZK path {admin.connect}")
+    for topic in topics:
+        if args.config or args.delete_config:
+            configs = admin.topic_config(topic)
+            configs.update(_parse_configs(args.config))
+            for key in args.delete_config:
+                configs.pop(key, None)
+            admin.change_topic_config(topic, configs)
+            print(f'Updated config for topic "{topic}".', file=out)
+        if args.partitions is not None:
+            add_partitions(admin, topic, args, out)
+
+
+def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) -> None:
+    assignment = admin.assignment(topic)
+    existing = len(assignment.partitions)
+    if args.partitions <= existing:
+        raise TopicCommandError("The number of partitions for a topic can only be increased")
+    print("WARNING: If partitions are increased for a topic that has a key, the partition logic "
+          "or ordering of the messages will be affected", file=out)
+    rf = len(assignment.partitions[0])
+    if args.replica_assignment:
+        new = parse_replica_assignment(args.replica_assignment, first_partition=existing)
+    else:
+        new = assign_replicas(admin.live_broker_ids(), args.partitions - existing, rf, existing)
+    admin.add_partitions(assignment, new)
+    print("Adding partitions succeeded!", file=out)
+
+
+def delete(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    if not args.topic:
+        raise TopicCommandError('Missing required argument "[topic]"')
+    topics = _matching(admin.topics(), args.topic)
+    if not topics:
+        if args.if_exists:
+            return
+        raise TopicCommandError(f"Topic {args.topic} does not exist on ZK path {admin.connect}")
+    for topic in topics:
+        try:
+            admin.mark_for_deletion(topic)
+            print(f"Topic {topic} is marked for deletion.", file=out)
+            print("Note: This will have no impact if delete.topic.enable is not set to true.",
+                  file=out)
+        except NodeExistsError:
+            print(f"Topic {topic} is already marked for deletion.", file=out)
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    out = out or sys.stdout
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        print("Command must include exactly one action: --list, --describe, --create, --alter "
+              "or --delete", file=out)
+        parser.print_usage(out)
+        return 1
+    if not args.zookeeper:
+        print('Missing required argument "[zookeeper]"', file=out)
+        parser.print_usage(out)
+        return 1
+    try:
+        with ZkAdmin(args.zookeeper) as admin:
+            {"create": create, "list": list_topics, "describe": describe, "alter": alter,
+             "delete": delete}[chosen[0]](admin, args, out)
+    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, NoNodeError) as e:
+        print(f"Error while executing topic command : {e}", file=out)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""ZooKeeper operations of the admin tools (Kafka's AdminUtils, ZooKeeper side only).
+
+Admin tools write intent znodes and read state; they never write partition
+state, which belongs to the controller and the leaders.
+"""
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafka_ha.model import LeaderAndIsr, TopicAssignment
+from kafka_ha.zk import admin_znodes as azn, znodes as zn
+from kafka_ha.zk.client import connect, get_many
+from kafka_ha.zk.errors import MalformedZnode
+
+CLI_SESSION_TIMEOUT_MS = 30000
+
+
+class ZkAdmin:
+    def __init__(self, connect_string: str) -> None:
+        self.connect = connect_string
+        self.zk: KazooClient | None = None
+
+    def __enter__(self) -> ZkAdmin:
+        try:
+            self.zk = connect(self.connect, CLI_SESSION_TIMEOUT_MS, 10000, use_gevent=False)
+        except Exception as e:  # kazoo raises its own timeout type
+            raise ConnectionError(f"Unable to connect to zookeeper server within timeout: "
+                                  f"{self.connect}: {e}") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk.close()
+
+    # ---- reads ------------------------------------------------------------
+
+    def live_broker_ids(self) -> list[int]:
+        try:
+            return sorted(int(b) for b in self.zk.get_children(zn.BROKER_IDS_PATH) if b.isdigit())
+        except NoNodeError:
+            return []
+
+    def topics(self) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(zn.BROKER_TOPICS_PATH))
+        except NoNodeError:
+            return []
+
+    def topics_marked_for_deletion(self) -> list[str]:
+        try:
+            return self.zk.get_children(zn.DELETE_TOPICS_PATH)
+        except NoNodeError:
+            return []
+
+    def assignment(self, topic: str) -> TopicAssignment | None:
+        path = zn.TopicZNode.path(topic)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return zn.TopicZNode.decode(data, path, zk_version=stat.version)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        path = azn.TopicConfigZNode.path(topic)
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return {}
+        return azn.TopicConfigZNode.decode(data, path)
+
+    def partition_states(self, topic: str, partitions: dict[int, tuple[int, ...]]
+                         ) -> dict[int, LeaderAndIsr]:
+        """States by partition id; a missing or malformed state is left out."""
+        paths = {zn.TopicPartitionStateZNode.path(topic, p): p for p in partitions}
+        out = {}
+        for path, got in get_many(self.zk, paths).items():
+            if got is None:
+                continue
+            try:
+                out[paths[path]] = zn.TopicPartitionStateZNode.decode(got[0], path, got[1].version)
+            except MalformedZnode:
+                continue
+        return out
+
+    # ---- writes -----------------------------------------------------------
+
+    def create_topic(self, topic: str, replicas: dict[int, tuple[int, ...]],
+                     configs: dict[str, str]) -> None:
+        """Config first, then the assignment (the controller reacts to the latter).
+
+        Raises NodeExistsError if the topic exists; refuses a topic still
+        being deleted so that deleted data never resurfaces under its name.
+        """
+        if self.zk.exists(zn.TopicZNode.path(topic)):
+            raise NodeExistsError()
+        if self.zk.exists(azn.DeleteTopicZNode.path(topic)):
+            raise ValueError(f'Topic "{topic}" is marked for deletion; it cannot be created '
+                             f'until the deletion completes.')
+        config_path = azn.TopicConfigZNode.path(topic)
+        data = azn.TopicConfigZNode.encode(configs)
+        if self.zk.exists(config_path):
+            self.zk.set(config_path, data)
+        else:
+            self.zk.create(config_path, data, makepath=True)
+        self.zk.create(zn.TopicZNode.path(topic),
+                       zn.TopicZNode.encode(TopicAssignment(topic, dict(replicas))), makepath=True)
+
+    def add_partitions(self, current: TopicAssignment, new: dict[int, tuple[int, ...]]) -> None:
+        merged = dict(current.partitions)
+        merged.update(new)
+        self.zk.set(zn.TopicZNode.path(current.topic),
+                    zn.TopicZNode.encode(TopicAssignment(current.topic, merged)),
+                    version=current.zk_version)
+
+    def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        path = azn.TopicConfigZNode.path(topic)
+        data = azn.TopicConfigZNode.encode(configs)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        self.zk.create(azn.ConfigChangeZNode.PREFIX, azn.ConfigChangeZNode.encode(topic),
+                       sequence=True, makepath=True)
+
+    def mark_for_deletion(self, topic: str) -> None:
+        self.zk.create(azn.DeleteTopicZNode.path(topic), azn.DeleteTopicZNode.encode(),
+                       makepath=True)

@@ -1,0 +1,86 @@
+"""What a broker knows of the cluster, from the controller's UpdateMetadata requests.
+
+Serves Metadata requests with 0.8.2's semantics (wire-protocol.md §4): a dead
+leader gives LEADER_NOT_AVAILABLE with leader -1; a dead replica or ISR member
+gives REPLICA_NOT_AVAILABLE and only live brokers are listed.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka_ha.model import LEADER_DURING_DELETE, BrokerEndpoint, PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.partition_states import from_wire
+
+state_change = logging.getLogger("state.change")
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.controller_id = -1
+        self.controller_epoch = 0
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
+
+    def update(self, request: dict[str, Any], version: int, correlation_id: int) -> dict[str, Any]:
+        controller, epoch = request["controller_id"], request["controller_epoch"]
+        if epoch < self.controller_epoch:
+            state_change.warning("Broker %d ignoring UpdateMetadata request correlation id %d from "
+                                 "controller %d with epoch %d; latest known controller epoch is %d",
+                                 self.broker_id, correlation_id, controller, epoch,
+                                 self.controller_epoch)
+            return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
+        self.controller_id, self.controller_epoch = controller, epoch
+        self.brokers = {b["id"]: _endpoint(b, version) for b in request["live_brokers"]}
+        for entry in request["partition_states"]:
+            s = from_wire(entry)
+            if s.leader == LEADER_DURING_DELETE:
+                self.partitions.get(s.tp.topic, {}).pop(s.tp.partition, None)
+                if not self.partitions.get(s.tp.topic):
+                    self.partitions.pop(s.tp.topic, None)
+            else:
+                self.partitions.setdefault(s.tp.topic, {})[s.tp.partition] = s
+        state_change.debug("Broker %d cached UpdateMetadata correlation id %d from controller %d "
+                           "epoch %d: %d partitions, live brokers %s", self.broker_id,
+                           correlation_id, controller, epoch, len(request["partition_states"]),
+                           sorted(self.brokers))
+        return {"error_code": ErrorCode.NONE}
+
+    def partition(self, tp: TopicPartition) -> PartitionStateInfo | None:
+        return self.partitions.get(tp.topic, {}).get(tp.partition)
+
+    def topic_metadata(self, topic: str) -> dict[str, Any]:
+        parts = self.partitions.get(topic)
+        if not parts:
+            return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": topic,
+                    "is_internal": False, "partitions": []}
+        return {"error_code": ErrorCode.NONE, "name": topic, "is_internal": False,
+                "partitions": [self._partition_metadata(s) for _, s in sorted(parts.items())]}
+
+    def _partition_metadata(self, s: PartitionStateInfo) -> dict[str, Any]:
+        replicas = [r for r in s.replicas if r in self.brokers]
+        isr = [r for r in s.isr if r in self.brokers]
+        if s.leader not in self.brokers:
+            error, leader, isr = ErrorCode.LEADER_NOT_AVAILABLE, -1, []
+        elif len(replicas) < len(s.replicas) or len(isr) < len(s.isr):
+            error, leader = ErrorCode.REPLICA_NOT_AVAILABLE, s.leader
+        else:
+            error, leader = ErrorCode.NONE, s.leader
+        return {"error_code": error, "partition_index": s.tp.partition, "leader_id": leader,
+                "replica_nodes": replicas, "isr_nodes": isr}
+
+    def metadata_response(self, topics: list[str] | None) -> dict[str, Any]:
+        names = sorted(self.partitions) if topics is None else topics
+        return {"brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+                            for b in self.brokers.values()],
+                "controller_id": self.controller_id,
+                "topics": [self.topic_metadata(t) for t in names]}
+
+
+def _endpoint(entry: dict[str, Any], version: int) -> BrokerEndpoint:
+    if version == 0:
+        return BrokerEndpoint(entry["id"], entry["host"], entry["port"])
+    first = entry["endpoints"][0]
+    return BrokerEndpoint(entry["id"], first["host"], first["port"])

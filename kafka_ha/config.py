@@ -1,0 +1,246 @@
+"""Broker configuration: Kafka's property names, typed, validated, with defaults.
+
+The file is YAML with Kafka's dotted keys (``broker.id: 1``).  An unknown or
+mistyped key is an error that names it: Jepsen's Kafka harness once ran with
+``zookeeper.session.tmeout.ms`` silently ignored, and we do not repeat that.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message names the key."""
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"expected a string, got {value!r}")
+
+
+def _dirs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        items = [_str(v) for v in value]
+    else:
+        items = [d.strip() for d in _str(value).split(",")]
+    items = [d for d in items if d]
+    if not items:
+        raise ValueError("expected at least one directory")
+    return tuple(items)
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    doc: str
+    minimum: int | None = None
+
+
+# Kafka 0.8.2 names and defaults (reference/controller.md §17), except where a
+# later Kafka changed a default for safety: unclean election is off (0.11+,
+# KIP-106) and topic deletion is on (1.0+).
+KEYS: tuple[Key, ...] = (
+    Key("broker.id", _int, None, "unique id of this broker (required)", 0),
+    Key("port", _int, 9092, "port the broker listens on", 0),
+    Key("host.name", _str, "", "address to bind; empty binds all interfaces"),
+    Key("listeners", _str, "", "PLAINTEXT://host:port; overrides host.name and port"),
+    Key("advertised.host.name", _str, "", "host published in ZooKeeper for clients"),
+    Key("advertised.port", _int, 0, "port published in ZooKeeper for clients", 0),
+    Key("zookeeper.connect", _str, None, "host:port[,host:port...][/chroot] (required)"),
+    Key("zookeeper.session.timeout.ms", _int, 6000, "ZooKeeper session timeout", 1),
+    Key("zookeeper.connection.timeout.ms", _int, 0,
+        "time to wait for the first connection; 0 means the session timeout", 0),
+    Key("log.dirs", _dirs, None, "comma-separated data directories"),
+    Key("log.dir", _dirs, ("/tmp/kafka-logs",), "used when log.dirs is not set"),
+    Key("num.partitions", _int, 1, "partitions of an auto-created topic", 1),
+    Key("default.replication.factor", _int, 1, "replication factor of an auto-created topic", 1),
+    Key("auto.create.topics.enable", _bool, True, "create topics on first metadata request"),
+    Key("unclean.leader.election.enable", _bool, False,
+        "let a replica outside the ISR lead when no ISR member is alive (may lose data)"),
+    Key("min.insync.replicas", _int, 1, "ISR size an acks=all produce needs", 1),
+    Key("auto.leader.rebalance.enable", _bool, True, "move leadership back to preferred replicas"),
+    Key("leader.imbalance.check.interval.seconds", _int, 300, "rebalance check period", 1),
+    Key("leader.imbalance.per.broker.percentage", _int, 10, "imbalance that triggers rebalance", 0),
+    Key("controlled.shutdown.enable", _bool, True, "move leadership away before stopping"),
+    Key("controlled.shutdown.max.retries", _int, 3, "controlled shutdown attempts", 0),
+    Key("controlled.shutdown.retry.backoff.ms", _int, 5000, "pause between attempts", 0),
+    Key("delete.topic.enable", _bool, True, "let the controller carry out topic deletion"),
+    Key("replica.lag.time.max.ms", _int, 10000, "follower lag before it leaves the ISR", 1),
+    Key("replica.fetch.wait.max.ms", _int, 500, "follower fetch long-poll time", 0),
+    Key("replica.fetch.min.bytes", _int, 1, "follower fetch minimum bytes", 0),
+    Key("replica.fetch.max.bytes", _int, 1048576, "follower fetch bytes per partition", 1),
+    Key("num.replica.fetchers", _int, 1, "fetcher connections per source broker", 1),
+    Key("replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint period", 1),
+    Key("controller.socket.timeout.ms", _int, 30000, "controller-to-broker request timeout", 1),
+    Key("socket.request.max.bytes", _int, 104857600, "largest request frame accepted", 1),
+    Key("message.max.bytes", _int, 1000012, "largest record batch accepted", 1),
+    Key("log.segment.bytes", _int, 1073741824, "segment size before rolling", 14),
+    Key("log.retention.hours", _int, 168, "time-based retention", -1),
+    Key("log.retention.bytes", _int, -1, "size-based retention per partition; -1 is none", -1),
+    Key("log.retention.check.interval.ms", _int, 300000, "retention check period", 1),
+    Key("reserved.broker.max.id", _int, 1000, "highest id a broker may configure", 0),
+)
+KEYS_BY_NAME = {k.name: k for k in KEYS}
+REQUIRED = ("broker.id", "zookeeper.connect")
+
+
+class BrokerConfig:
+    """Parsed broker configuration; look keys up by Kafka name: ``cfg["broker.id"]``."""
+
+    def __init__(self, values: dict[str, Any], source: str = "<dict>") -> None:
+        self.source = source
+        self._values = _parse(values, source)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def log_dirs(self) -> tuple[str, ...]:
+        return self._values["log.dirs"] or self._values["log.dir"]
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return self._values["zookeeper.session.timeout.ms"]
+
+    @property
+    def bind_address(self) -> tuple[str, int]:
+        host, port = _listener(self._values)
+        return host, port
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        host, port = _listener(self._values)
+        host = self._values["advertised.host.name"] or host or socket.gethostname()
+        port = self._values["advertised.port"] or port
+        return host, port
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> BrokerConfig:
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: expected a mapping of Kafka property names to values")
+        return cls(values, str(path))
+
+
+def _listener(values: dict[str, Any]) -> tuple[str, int]:
+    listeners = values["listeners"]
+    if not listeners:
+        return values["host.name"], values["port"]
+    first = listeners.split(",")[0].strip()
+    proto, _, rest = first.partition("://")
+    host, _, port = rest.rpartition(":")
+    return host, int(port)
+
+
+def _parse(values: dict[str, Any], source: str) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for name, raw in values.items():
+        key = KEYS_BY_NAME.get(str(name))
+        if key is None:
+            close = difflib.get_close_matches(str(name), KEYS_BY_NAME, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{source}: unknown configuration key {name!r}{hint}")
+        try:
+            value = key.parse(raw)
+        except ValueError as e:
+            raise ConfigError(f"{source}: invalid value for {name}: {e}") from None
+        if key.minimum is not None and value < key.minimum:
+            raise ConfigError(f"{source}: invalid value for {name}: must be >= {key.minimum}")
+        parsed[key.name] = value
+    for name in REQUIRED:
+        if name not in parsed:
+            raise ConfigError(f"{source}: missing required configuration key {name!r}")
+    for key in KEYS:
+        parsed.setdefault(key.name, key.default)
+    if parsed["listeners"]:
+        first = parsed["listeners"].split(",")[0].strip()
+        proto, sep, rest = first.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if proto != "PLAINTEXT" or not sep or not colon or not port.isdigit():
+            raise ConfigError(f"{source}: invalid value for listeners: expected "
+                              f"PLAINTEXT://host:port, got {first!r}")
+    if parsed["broker.id"] > parsed["reserved.broker.max.id"]:
+        raise ConfigError(f"{source}: broker.id {parsed['broker.id']} exceeds "
+                          f"reserved.broker.max.id {parsed['reserved.broker.max.id']}")
+    return parsed
+
+
+# Topic-level overrides stored in /config/topics/<t> and the broker key that
+# supplies each one's default (Kafka's LogConfig names).
+TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", _bool),
+    "min.insync.replicas": ("min.insync.replicas", _int),
+    "retention.ms": (None, _int),
+    "retention.bytes": ("log.retention.bytes", _int),
+    "segment.bytes": ("log.segment.bytes", _int),
+    "max.message.bytes": ("message.max.bytes", _int),
+    "cleanup.policy": (None, _str),
+    "flush.messages": (None, _int),
+    "flush.ms": (None, _int),
+}
+
+
+def validate_topic_config(overrides: dict[str, str]) -> dict[str, Any]:
+    """Parse topic overrides; unknown names get Kafka's LogConfig message."""
+    parsed = {}
+    for name, raw in overrides.items():
+        spec = TOPIC_CONFIG_DEFAULTS.get(name)
+        if spec is None:
+            raise ConfigError(f'requirement failed: Unknown configuration "{name}".')
+        try:
+            parsed[name] = spec[1](raw)
+        except ValueError as e:
+            raise ConfigError(f"Invalid value {raw} for configuration {name}: {e}") from None
+    return parsed
+
+
+def topic_setting(name: str, overrides: dict[str, str], broker: BrokerConfig) -> Any:
+    """A topic's effective value: its override if valid, else the broker default."""
+    broker_key, parse = TOPIC_CONFIG_DEFAULTS[name]
+    if name in overrides:
+        try:
+            return parse(overrides[name])
+        except ValueError:
+            pass  # a bad override was already reported when the config was loaded
+    return broker[broker_key] if broker_key else None

@@ -1,0 +1,89 @@
+"""The controller's cached view of the cluster.
+
+Owned by the controller's event loop alone, so it needs no locks.  It caches
+what was last read from or written to ZooKeeper: live brokers, assignments,
+partition states (with their znode versions) and topic configs.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
+
+
+class ControllerContext:
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.live_brokers: dict[int, BrokerInfo] = {}
+        self.shutting_down: set[int] = set()
+        self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
+        self.states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        # partitions whose state znode is malformed or contradicts the
+        # assignment: skipped (and logged) until the znode is fixed
+        self.unusable: set[TopicPartition] = set()
+        # topic -> partitions, kept in step with assignments for per-topic work
+        self._by_topic: dict[str, set[int]] = defaultdict(set)
+        # broker -> partitions it has a replica of
+        self._by_broker: dict[int, set[TopicPartition]] = defaultdict(set)
+
+    # ---- brokers --------------------------------------------------------
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        """Brokers that may lead or join an ISR (registered and not shutting down)."""
+        return set(self.live_brokers) - self.shutting_down
+
+    def is_live(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers and broker_id not in self.shutting_down
+
+    # ---- topics and assignments -----------------------------------------
+
+    @property
+    def topics(self) -> set[str]:
+        return set(self._by_topic)
+
+    def set_assignment(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        old = self.assignments.get(tp, ())
+        for b in old:
+            self._by_broker[b].discard(tp)
+        self.assignments[tp] = tuple(replicas)
+        self._by_topic[tp.topic].add(tp.partition)
+        for b in replicas:
+            self._by_broker[b].add(tp)
+
+    def remove_topic(self, topic: str) -> None:
+        for p in self._by_topic.pop(topic, ()):
+            tp = TopicPartition(topic, p)
+            for b in self.assignments.pop(tp, ()):
+                self._by_broker[b].discard(tp)
+            self.states.pop(tp, None)
+            self.unusable.discard(tp)
+        self.topic_configs.pop(topic, None)
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self._by_topic.get(topic, ()))]
+
+    def replicas_on(self, broker_ids: set[int]) -> set[TopicPartition]:
+        """Partitions with a replica on any of these brokers."""
+        out: set[TopicPartition] = set()
+        for b in broker_ids:
+            out |= self._by_broker.get(b, set())
+        return out
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return list(self.assignments)
+
+    # ---- states ---------------------------------------------------------
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions with a state but no live leader."""
+        return [tp for tp, s in self.states.items() if not self.is_live(s.leader)]
+
+    def new_partitions(self) -> list[TopicPartition]:
+        """Assigned partitions without a state znode yet."""
+        return [tp for tp in self.assignments if tp not in self.states and tp not in self.unusable]
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        state = self.states.get(tp)
+        return state.leader if state else -1

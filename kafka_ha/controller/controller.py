@@ -1,0 +1,313 @@
+"""The controller: election, failover, and the handlers of broker and topic changes.
+
+Every broker runs one of these; the one that wins ``/controller`` is active.
+All handlers run on the event loop's single greenlet.  ZooKeeper watch
+callbacks only enqueue an event; handlers re-read ZooKeeper and re-arm the
+watch in the same call.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
+
+from kafka_ha.config import BrokerConfig, topic_setting
+from kafka_ha.controller import election, events as ev
+from kafka_ha.controller.channel import ControllerChannel
+from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.event_loop import EventLoop
+from kafka_ha.controller.partition_state_machine import PartitionStateMachine
+from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
+from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
+from kafka_ha.zk.errors import MalformedZnode
+
+log = logging.getLogger("kafka_ha.controller")
+
+
+class KafkaController:
+    def __init__(self, config: BrokerConfig, zk: KazooClient,
+                 register_broker: Callable[[], None]) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.store = ControllerStore(zk, self.broker_id)
+        self._register_broker = register_broker
+        self.ctx = ControllerContext()
+        self.active = False
+        self.channel: ControllerChannel | None = None
+        self.psm: PartitionStateMachine | None = None
+        self._session_lost = False
+        self.loop = EventLoop({
+            ev.Startup: self._on_startup,
+            ev.ControllerChange: lambda e: self._elect(),
+            ev.NewSession: self._on_new_session,
+            ev.SessionExpired: lambda e: self._resign("ZooKeeper session expired", touch_zk=False),
+            ev.BrokerChange: self._active_only(self._on_broker_change),
+            ev.TopicChange: self._active_only(self._on_topic_change),
+            ev.PartitionModifications: self._active_only(self._on_partition_modifications),
+            ev.Shutdown: lambda e: self._resign("broker shutting down", touch_zk=True),
+        }, self._on_error)
+
+    # ---- lifecycle --------------------------------------------------------
+
+    def start(self) -> None:
+        self.zk.add_listener(self._session_listener)
+        self.loop.start()
+        self.loop.put(ev.Startup())
+
+    def shutdown(self) -> None:
+        self.loop.put(ev.Shutdown())
+        self.loop.stop()
+
+    def _session_listener(self, state: str) -> None:
+        # Runs on kazoo's callback greenlet: only enqueue.
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self.loop.put(ev.SessionExpired())
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self.loop.put(ev.NewSession())
+
+    def _watch(self, event: object) -> Callable:
+        return lambda _watched_event: self.loop.put(event)
+
+    def _active_only(self, handler: Callable) -> Callable:
+        def run(event: object) -> None:
+            if self.active:
+                handler(event)
+        return run
+
+    def _on_error(self, event: object, error: BaseException) -> None:
+        if isinstance(error, ControllerMoved):
+            self._resign(f"controller moved: {error}", touch_zk=False)
+            self._elect()  # learn who the controller is and re-arm the watch
+        else:
+            log.exception("Error handling %s; the controller carries on", type(event).__name__,
+                          exc_info=error)
+
+    # ---- election -------------------------------------------------------
+
+    def _on_startup(self, _event: object) -> None:
+        self._register_broker()
+        self._elect()
+
+    def _on_new_session(self, _event: object) -> None:
+        self._resign("new ZooKeeper session", touch_zk=False)
+        self._register_broker()
+        self._elect()
+
+    def _elect(self) -> None:
+        controller = self.store.controller_id(watch=self._watch(ev.ControllerChange()))
+        if controller is not None:
+            if controller != self.broker_id and self.active:
+                self._resign(f"broker {controller} is the controller now", touch_zk=False)
+            return
+        result = self.store.try_elect()
+        if result.won:
+            log.info("Broker %d won the controller election at epoch %d", self.broker_id, result.epoch)
+            self._on_failover(result.epoch)
+        else:
+            log.info("Broker %d lost the controller election to broker %s", self.broker_id,
+                     result.controller_id)
+
+    def _resign(self, why: str, touch_zk: bool) -> None:
+        if not self.active:
+            return
+        log.info("Broker %d resigns as controller (epoch %d): %s", self.broker_id, self.ctx.epoch, why)
+        self.active = False
+        if self.channel is not None:
+            self.channel.stop()
+            self.channel = None
+        if touch_zk:
+            self.store.resign()
+        self.ctx = ControllerContext()
+
+    # ---- failover (reference/controller.md §4, 2.x order) ----------------
+
+    def _on_failover(self, epoch: int) -> None:
+        started = time.monotonic()
+        self.ctx = ControllerContext()
+        self.ctx.epoch = epoch
+        self.active = True
+        self.psm = PartitionStateMachine(self.ctx, self.store, self.broker_id)
+        # Register watches before reading the state they guard, so that no
+        # change between the read and the watch goes unnoticed.
+        self.ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
+        topics = self.store.topics(watch=self._watch(ev.TopicChange()))
+        self._load_topics(topics)
+        self.channel = ControllerChannel(self.broker_id, self.config["controller.socket.timeout.ms"] / 1000)
+        self.channel.set_brokers(self.ctx.live_brokers)
+        loaded_ms = (time.monotonic() - started) * 1000
+        batch = self._new_batch()
+        # UpdateMetadata goes out before any LeaderAndIsr so brokers know the
+        # live set first (Kafka 2.x); a batch sends its UpdateMetadata first.
+        batch.add_update_metadata(self.ctx.live_brokers, self._all_partition_infos())
+        self._bring_online(self.ctx.new_partitions(), self.ctx.offline_partitions(), batch)
+        for tp, state in self.ctx.states.items():
+            replicas = self.ctx.assignments[tp]
+            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
+        batch.send(self.channel)
+        log.info("Controller %d epoch %d: loaded %d brokers, %d topics, %d partitions in %.0f ms; "
+                 "failover done in %.0f ms", self.broker_id, epoch, len(self.ctx.live_brokers),
+                 len(self.ctx.topics), len(self.ctx.assignments), loaded_ms,
+                 (time.monotonic() - started) * 1000)
+
+    def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
+        """Read assignments, configs and states of these topics into the context."""
+        assignments = self.store.topic_assignments(
+            topics, watch_for=lambda t: self._watch(ev.PartitionModifications(t)))
+        configs = self.store.topic_configs(t for t, a in assignments.items() if a is not None)
+        added = []
+        for topic, assignment in assignments.items():
+            if assignment is None:
+                continue
+            self.ctx.topic_configs[topic] = configs.get(topic, {})
+            for p, replicas in assignment.partitions.items():
+                tp = TopicPartition(topic, p)
+                if tp not in self.ctx.assignments:
+                    self.ctx.set_assignment(tp, replicas)
+                    added.append(tp)
+        self._load_states(added)
+        return added
+
+    def _load_states(self, partitions: list[TopicPartition]) -> None:
+        for tp, stored in self.store.partition_states(partitions).items():
+            if stored is None:
+                continue  # New: the state is created when a replica is live
+            problem = (str(stored) if isinstance(stored, MalformedZnode)
+                       else election.validate_against_assignment(stored, self.ctx.assignments[tp]))
+            if problem:
+                log.error("Skipping partition %s: its state znode is unusable: %s", tp, problem)
+                self.ctx.unusable.add(tp)
+                continue
+            self.ctx.states[tp] = stored
+
+    # ---- partition state changes ----------------------------------------
+
+    def _new_batch(self) -> RequestBatch:
+        return RequestBatch(self.broker_id, self.ctx.epoch, self.ctx.live_brokers)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        return bool(topic_setting("unclean.leader.election.enable",
+                                  self.ctx.topic_configs.get(topic, {}), self.config))
+
+    def _all_partition_infos(self) -> list[PartitionStateInfo]:
+        return [PartitionStateInfo.of(tp, s, self.ctx.assignments[tp])
+                for tp, s in self.ctx.states.items()]
+
+    def _bring_online(self, new: list[TopicPartition], offline: list[TopicPartition],
+                      batch: RequestBatch, exclude: frozenset[int] = frozenset()) -> None:
+        """Create states of new partitions and elect leaders for offline ones."""
+        new = [tp for tp in new if tp not in self.ctx.unusable]
+        if new:
+            self.psm.create(new, batch)
+            offline = list(dict.fromkeys(offline + [tp for tp in new if tp in self.ctx.states
+                                                    and not self.ctx.is_live(self.ctx.states[tp].leader)]))
+        if offline:
+            self.psm.change(offline, self._decide_for_live(self.ctx.live_broker_ids - exclude), batch)
+
+    def _decide_for_live(self, live: set[int]) -> Callable[[TopicPartition, LeaderAndIsr], election.Outcome]:
+        epoch = self.ctx.epoch
+
+        def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
+            return election.on_brokers_changed(current, self.ctx.assignments[tp], live,
+                                               self._unclean_allowed(tp.topic), epoch)
+        return decide
+
+    # ---- broker changes (controller.md §5) --------------------------------
+
+    def _on_broker_change(self, _event: object) -> None:
+        known = self.ctx.live_brokers
+        current = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
+        dead = set(known) - set(current)
+        new = set(current) - set(known)
+        # A broker that re-registered between two events has a new czxid
+        # (KIP-380): treat it as a failure followed by a start-up.
+        bounced = {b for b in set(known) & set(current) if known[b].epoch != current[b].epoch}
+        if not (dead or new or bounced):
+            return
+        log.info("Broker change: new %s, dead %s, bounced %s; live now %s", sorted(new),
+                 sorted(dead), sorted(bounced), sorted(current))
+        self.ctx.live_brokers = current
+        self.ctx.shutting_down -= dead
+        if self.ctx.unusable:
+            # Give hand-edited state znodes another look: an operator may have fixed them.
+            retry, self.ctx.unusable = list(self.ctx.unusable), set()
+            self._load_states(retry)
+        self.channel.set_brokers(current)
+        if dead or bounced:
+            self._on_broker_failure(dead | bounced)
+        if new or bounced:
+            self._on_broker_startup(new | bounced)
+
+    def _on_broker_failure(self, dead: set[int]) -> None:
+        started = time.monotonic()
+        affected = sorted(self.ctx.replicas_on(dead))
+        live = self.ctx.live_broker_ids - dead
+        batch = self._new_batch()
+        batch.live_brokers = {b: i for b, i in self.ctx.live_brokers.items() if b not in dead}
+        changed = self.psm.change(affected, self._decide_for_live(live), batch)
+        batch.add_update_metadata(batch.live_brokers, [])
+        written_ms = (time.monotonic() - started) * 1000
+        led = sum(1 for s in changed.values() if s.leader >= 0)
+
+        def acked(ms: float) -> None:
+            log.info("Broker failure %s handled: %d partitions affected, %d state znodes written "
+                     "(%d with a leader) in %.0f ms; LeaderAndIsr acknowledged %.0f ms after the "
+                     "event started", sorted(dead), len(affected), len(changed), led, written_ms,
+                     written_ms + ms)
+        batch.send(self.channel, on_acked=acked)
+
+    def _on_broker_startup(self, new: set[int]) -> None:
+        batch = self._new_batch()
+        infos = self._all_partition_infos()
+        batch.add_update_metadata(new, infos)
+        batch.add_update_metadata(set(self.ctx.live_brokers) - new, [])
+        # Their replicas go online: each new broker learns its current role.
+        for tp in self.ctx.replicas_on(new):
+            state = self.ctx.states.get(tp)
+            if state is not None:
+                replicas = self.ctx.assignments[tp]
+                batch.add_leader_and_isr(new & set(replicas), PartitionStateInfo.of(tp, state, replicas),
+                                         with_metadata=False)
+        self._bring_online(self.ctx.new_partitions(), self.ctx.offline_partitions(), batch)
+        batch.send(self.channel)
+
+    # ---- topic changes (controller.md §6) ---------------------------------
+
+    def _on_topic_change(self, _event: object) -> None:
+        topics = set(self.store.topics(watch=self._watch(ev.TopicChange())))
+        gone = self.ctx.topics - topics
+        for topic in gone:
+            log.info("Topic %s is gone from /brokers/topics", topic)
+            self.ctx.remove_topic(topic)
+        created = sorted(topics - self.ctx.topics)
+        if created:
+            added = self._load_topics(created)
+            self._on_new_partitions(added)
+
+    def _on_partition_modifications(self, event: ev.PartitionModifications) -> None:
+        if event.topic not in self.ctx.topics:
+            return  # deleted meanwhile; the topic-change handler owns that
+        added = self._load_topics([event.topic])
+        if added:
+            log.info("Partitions added to topic %s: %s", event.topic, [tp.partition for tp in added])
+            self._on_new_partitions(added)
+
+    def _on_new_partitions(self, added: list[TopicPartition]) -> None:
+        batch = self._new_batch()
+        new = [tp for tp in added if tp not in self.ctx.states]
+        offline = [tp for tp in added if tp in self.ctx.states and not self.ctx.is_live(self.ctx.states[tp].leader)]
+        self._bring_online(new, offline, batch)
+        # States adopted from ZooKeeper (created by an earlier controller) are
+        # sent too; requests are keyed by partition, so nothing goes twice.
+        for tp in added:
+            state = self.ctx.states.get(tp)
+            if state is not None:
+                replicas = self.ctx.assignments[tp]
+                batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
+        batch.send(self.channel)

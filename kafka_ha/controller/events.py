@@ -1,0 +1,55 @@
+"""The closed family of controller events.
+
+ZooKeeper watch callbacks and the broker's session listener only put one of
+these on the controller's queue; the event loop re-reads ZooKeeper when it
+handles them (watches are level-triggered hints, not data).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Startup:
+    """The broker has started: register, then try to become controller."""
+
+
+@dataclass(frozen=True)
+class ControllerChange:
+    """``/controller`` was created, changed or deleted."""
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    """The children of ``/brokers/ids`` changed."""
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """The children of ``/brokers/topics`` changed."""
+
+
+@dataclass(frozen=True)
+class PartitionModifications:
+    """The assignment znode of one topic changed (partitions added)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
+class SessionExpired:
+    """The ZooKeeper session is gone: ephemerals and watches with it."""
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """Connected again on a new session: re-register and re-elect (KAFKA-1387/7165)."""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """The broker is stopping: resign and leave the loop."""
+
+
+Event = (Startup | ControllerChange | BrokerChange | TopicChange | PartitionModifications
+         | SessionExpired | NewSession | Shutdown)

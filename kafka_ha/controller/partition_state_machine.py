@@ -1,0 +1,144 @@
+"""Partition state changes: decide (pure) -> conditional batch write -> cache -> requests.
+
+This is seed 000's failover loop generalised: for a set of partitions, apply a
+pure decision to each cached state, write all decisions with conditional
+writes batched into fenced multis, and for the partitions whose znode changed
+underneath (version conflict) re-read, re-decide and write again.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from kafka_ha.controller import election
+from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
+from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
+from kafka_ha.zk.errors import MalformedZnode
+
+log = logging.getLogger("kafka_ha.controller")
+state_change = logging.getLogger("state.change")
+
+MAX_ATTEMPTS = 10
+Decide = Callable[[TopicPartition, LeaderAndIsr], election.Outcome]
+
+
+def _fmt(s: LeaderAndIsr) -> str:
+    return f"(leader {s.leader}, leader_epoch {s.leader_epoch}, isr {list(s.isr)})"
+
+
+class PartitionStateMachine:
+    def __init__(self, ctx: ControllerContext, store: ControllerStore, controller_id: int) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.controller_id = controller_id
+        self.zk_writes = 0
+
+    def change(self, partitions: Iterable[TopicPartition], decide: Decide,
+               batch: RequestBatch) -> dict[TopicPartition, LeaderAndIsr]:
+        """Apply ``decide`` to every partition; returns the states written."""
+        pending = {tp: self.ctx.states[tp] for tp in partitions if tp in self.ctx.states}
+        changed: dict[TopicPartition, LeaderAndIsr] = {}
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            decisions: dict[TopicPartition, LeaderAndIsr] = {}
+            reasons: dict[TopicPartition, election.Outcome] = {}
+            for tp, current in pending.items():
+                outcome = decide(tp, current)
+                if outcome.decision is None:
+                    continue
+                decisions[tp] = outcome.decision.with_zk_version(current.zk_version)
+                reasons[tp] = outcome
+            if not decisions:
+                break
+            result = self.store.update_states(decisions)
+            self.zk_writes += len(decisions)
+            for tp, written in result.written.items():
+                self._record(tp, written, reasons[tp], batch)
+                changed[tp] = written
+            for tp, why in result.failed.items():
+                log.error("Failed to write the state of partition %s: %s", tp, why)
+            if not result.conflicts:
+                break
+            pending = self._reread_conflicts(result.conflicts, decisions, reasons, batch, changed)
+            if pending:
+                log.info("%d partition states changed underneath (attempt %d); re-deciding",
+                         len(pending), attempt)
+        else:
+            log.error("Gave up on %d partitions after %d conflicting attempts: %s",
+                      len(pending), MAX_ATTEMPTS, sorted(pending)[:10])
+        return changed
+
+    def _reread_conflicts(self, conflicts: list[TopicPartition],
+                          decisions: dict[TopicPartition, LeaderAndIsr],
+                          reasons: dict[TopicPartition, election.Outcome], batch: RequestBatch,
+                          changed: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, LeaderAndIsr]:
+        pending = {}
+        for tp, stored in self.store.partition_states(conflicts).items():
+            if not isinstance(stored, LeaderAndIsr):
+                self._skip_unreadable(tp, stored)
+                continue
+            problem = election.validate_against_assignment(stored, self.ctx.assignments[tp])
+            if problem:
+                self._skip_unreadable(tp, problem)
+                continue
+            if stored.controller_epoch > self.ctx.epoch:
+                raise ControllerMoved(f"partition {tp} was written by controller epoch "
+                                      f"{stored.controller_epoch} > ours {self.ctx.epoch}")
+            if stored.same_content(decisions[tp]):
+                # Our write went through but its reply was lost (KAFKA-1382).
+                self._record(tp, stored, reasons[tp], batch)
+                changed[tp] = stored
+                continue
+            self.ctx.states[tp] = stored
+            pending[tp] = stored
+        return pending
+
+    def _skip_unreadable(self, tp: TopicPartition, stored: MalformedZnode | str | None) -> None:
+        if stored is None:
+            log.error("State znode of partition %s disappeared; skipping it", tp)
+        else:
+            log.error("Skipping partition %s: its state znode is unusable: %s", tp, stored)
+            self.ctx.unusable.add(tp)
+        self.ctx.states.pop(tp, None)
+
+    def _record(self, tp: TopicPartition, written: LeaderAndIsr, outcome: election.Outcome,
+                batch: RequestBatch) -> None:
+        old = self.ctx.states.get(tp)
+        self.ctx.states[tp] = written
+        text = (f"Controller {self.controller_id} epoch {self.ctx.epoch} changed partition {tp} "
+                f"from {_fmt(old) if old else 'NewPartition'} to {_fmt(written)}: {outcome.reason}")
+        if outcome.unclean:
+            state_change.warning("%s", text)
+            log.warning("Unclean leader election for partition %s: %s", tp, outcome.reason)
+        else:
+            state_change.info("%s", text)
+        replicas = self.ctx.assignments[tp]
+        batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, written, replicas))
+
+    def create(self, partitions: Iterable[TopicPartition], batch: RequestBatch) -> None:
+        """New -> Online: write the first state of partitions that have a live replica."""
+        live = self.ctx.live_broker_ids
+        creates = {}
+        for tp in partitions:
+            state = election.initial_state(self.ctx.assignments[tp], live, self.ctx.epoch)
+            if state is None:
+                log.info("Partition %s has no live replica among %s; it stays new", tp,
+                         list(self.ctx.assignments[tp]))
+                continue
+            creates[tp] = state
+        if not creates:
+            return
+        result = self.store.create_states(creates)
+        self.zk_writes += len(creates)
+        for tp, written in result.written.items():
+            self._record(tp, written, election.Outcome(written, "new partition online"), batch)
+        for tp, why in result.failed.items():
+            log.error("Failed to create the state of partition %s: %s", tp, why)
+        if result.conflicts:
+            # Someone (an earlier controller) created them first: adopt what is there.
+            for tp, stored in self.store.partition_states(result.conflicts).items():
+                if isinstance(stored, LeaderAndIsr):
+                    self.ctx.states[tp] = stored
+                else:
+                    self._skip_unreadable(tp, stored)

@@ -1,0 +1,258 @@
+"""API keys and the request/response body schema of every supported version.
+
+Layouts follow wire-protocol.md §3-§9 field for field (names in snake_case as
+there).  ``records`` fields stay opaque ``NULLABLE_BYTES``: the record formats
+are decoded elsewhere.  None of these versions is flexible, so every response
+uses header v0 and every request header v1 except ControlledShutdown v0.
+"""
+from __future__ import annotations
+
+import enum
+
+from kafka_ha.protocol.schema import (
+    BOOLEAN, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
+    Array, Struct)
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    OFFSETS_FOR_LEADER_EPOCH = 23
+
+
+Schemas = dict[tuple[ApiKey, int], Struct]
+REQUEST_SCHEMAS: Schemas = {}
+RESPONSE_SCHEMAS: Schemas = {}
+
+
+def _define(key: ApiKey, versions: range, request: Struct, response: Struct) -> None:
+    for version in versions:
+        REQUEST_SCHEMAS[(key, version)] = request
+        RESPONSE_SCHEMAS[(key, version)] = response
+
+
+# -- ApiVersions (18), §3 -----------------------------------------------------
+
+_API_VERSION_RANGE = Struct(("api_key", INT16), ("min_version", INT16), ("max_version", INT16))
+_API_VERSIONS_V0 = Struct(("error_code", INT16), ("api_keys", Array(_API_VERSION_RANGE)))
+_define(ApiKey.API_VERSIONS, range(0, 1), Struct(), _API_VERSIONS_V0)
+_define(ApiKey.API_VERSIONS, range(1, 3), Struct(), Struct(
+    *_API_VERSIONS_V0.fields, ("throttle_time_ms", INT32)))
+
+# -- Metadata (3), §4 ---------------------------------------------------------
+
+
+def _metadata_response(v1: bool) -> Struct:
+    partition = Struct(
+        ("error_code", INT16), ("partition_index", INT32), ("leader_id", INT32),
+        ("replica_nodes", Array(INT32)), ("isr_nodes", Array(INT32)))
+    broker = [("node_id", INT32), ("host", STRING), ("port", INT32)]
+    topic = [("error_code", INT16), ("name", STRING)]
+    if not v1:
+        return Struct(
+            ("brokers", Array(Struct(*broker))),
+            ("topics", Array(Struct(*topic, ("partitions", Array(partition))))))
+    return Struct(
+        ("brokers", Array(Struct(*broker, ("rack", NULLABLE_STRING)))),
+        ("controller_id", INT32),
+        ("topics", Array(Struct(*topic, ("is_internal", BOOLEAN),
+                                ("partitions", Array(partition))))))
+
+
+# v0: an empty list means all topics; v1: null means all, empty means none.
+_define(ApiKey.METADATA, range(0, 1), Struct(("topics", Array(STRING))),
+        _metadata_response(v1=False))
+_define(ApiKey.METADATA, range(1, 2), Struct(("topics", Array(STRING, nullable=True))),
+        _metadata_response(v1=True))
+
+# -- Inter-broker requests (4-7, 23), §9 --------------------------------------
+
+_TOPIC_PARTITION = Struct(("topic", STRING), ("partition", INT32))
+_PARTITION_STATE = Struct(
+    ("topic", STRING), ("partition", INT32), ("controller_epoch", INT32),
+    ("leader", INT32), ("leader_epoch", INT32), ("isr", Array(INT32)),
+    ("zk_version", INT32), ("replicas", Array(INT32)))
+_BROKER_ADDRESS = Struct(("id", INT32), ("host", STRING), ("port", INT32))
+_PARTITION_ERROR = Struct(("topic", STRING), ("partition", INT32), ("error_code", INT16))
+_PARTITION_ERRORS = Struct(("error_code", INT16), ("partition_errors", Array(_PARTITION_ERROR)))
+_ERROR_ONLY = Struct(("error_code", INT16))
+_CONTROL_HEADER = (("controller_id", INT32), ("controller_epoch", INT32))
+_PARTITION_STATES = ("partition_states", Array(_PARTITION_STATE))
+
+_define(ApiKey.LEADER_AND_ISR, range(0, 1), Struct(
+    *_CONTROL_HEADER, _PARTITION_STATES, ("live_leaders", Array(_BROKER_ADDRESS))),
+    _PARTITION_ERRORS)
+
+_define(ApiKey.STOP_REPLICA, range(0, 1), Struct(
+    *_CONTROL_HEADER, ("delete_partitions", BOOLEAN),
+    ("partitions", Array(_TOPIC_PARTITION))),
+    _PARTITION_ERRORS)
+
+_define(ApiKey.UPDATE_METADATA, range(0, 1), Struct(
+    *_CONTROL_HEADER, _PARTITION_STATES, ("live_brokers", Array(_BROKER_ADDRESS))),
+    _ERROR_ONLY)
+# v1 endpoints put the port *before* the host (unlike every other broker list).
+_ENDPOINT = Struct(("port", INT32), ("host", STRING), ("security_protocol", INT16))
+_BROKER_ENDPOINTS = Struct(("id", INT32), ("endpoints", Array(_ENDPOINT)))
+_define(ApiKey.UPDATE_METADATA, range(1, 2), Struct(
+    *_CONTROL_HEADER, _PARTITION_STATES, ("live_brokers", Array(_BROKER_ENDPOINTS))),
+    _ERROR_ONLY)
+
+_define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)), Struct(
+    ("error_code", INT16), ("remaining_partitions", Array(_TOPIC_PARTITION))))
+
+_EPOCH_REQUEST_PARTITION = Struct(("partition", INT32), ("leader_epoch", INT32))
+_EPOCH_RESPONSE_PARTITION = Struct(
+    ("error_code", INT16), ("partition", INT32), ("end_offset", INT64))
+_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(0, 1),
+        Struct(("topics", Array(Struct(
+            ("topic", STRING), ("partitions", Array(_EPOCH_REQUEST_PARTITION)))))),
+        Struct(("topics", Array(Struct(
+            ("topic", STRING), ("partitions", Array(_EPOCH_RESPONSE_PARTITION)))))))
+
+# -- Produce (0), §5 ----------------------------------------------------------
+
+_PRODUCE_PARTITION = Struct(("index", INT32), ("records", NULLABLE_BYTES))
+_PRODUCE_REQUEST = Struct(
+    ("acks", INT16), ("timeout_ms", INT32),
+    ("topic_data", Array(Struct(
+        ("name", STRING), ("partition_data", Array(_PRODUCE_PARTITION))))))
+
+
+def _produce_response(version: int) -> Struct:
+    partition = [("index", INT32), ("error_code", INT16), ("base_offset", INT64)]
+    if version >= 2:
+        partition.append(("log_append_time_ms", INT64))
+    topic = Struct(("name", STRING), ("partition_responses", Array(Struct(*partition))))
+    fields = [("responses", Array(topic))]
+    if version >= 1:
+        fields.append(("throttle_time_ms", INT32))
+    return Struct(*fields)
+
+
+for _v in range(0, 3):
+    _define(ApiKey.PRODUCE, range(_v, _v + 1), _PRODUCE_REQUEST, _produce_response(_v))
+
+# -- Fetch (1), §6 ------------------------------------------------------------
+
+_FETCH_PARTITION = Struct(
+    ("partition", INT32), ("fetch_offset", INT64), ("partition_max_bytes", INT32))
+_FETCH_TOPICS = ("topics", Array(Struct(
+    ("topic", STRING), ("partitions", Array(_FETCH_PARTITION)))))
+_FETCH_PREFIX = (("replica_id", INT32), ("max_wait_ms", INT32), ("min_bytes", INT32))
+_FETCHED_PARTITION = Struct(
+    ("partition_index", INT32), ("error_code", INT16),
+    ("high_watermark", INT64), ("records", NULLABLE_BYTES))
+_FETCH_RESPONSES = ("responses", Array(Struct(
+    ("topic", STRING), ("partitions", Array(_FETCHED_PARTITION)))))
+_THROTTLE = ("throttle_time_ms", INT32)
+
+_define(ApiKey.FETCH, range(0, 1),
+        Struct(*_FETCH_PREFIX, _FETCH_TOPICS), Struct(_FETCH_RESPONSES))
+_define(ApiKey.FETCH, range(1, 3),
+        Struct(*_FETCH_PREFIX, _FETCH_TOPICS), Struct(_THROTTLE, _FETCH_RESPONSES))
+# v3 (KIP-74) adds a response-wide byte limit after min_bytes.
+_define(ApiKey.FETCH, range(3, 4),
+        Struct(*_FETCH_PREFIX, ("max_bytes", INT32), _FETCH_TOPICS),
+        Struct(_THROTTLE, _FETCH_RESPONSES))
+
+# -- ListOffsets (2), §7 ------------------------------------------------------
+
+
+def _list_offsets(request_partition: Struct, response_partition: Struct) -> tuple:
+    request = Struct(("replica_id", INT32), ("topics", Array(Struct(
+        ("name", STRING), ("partitions", Array(request_partition))))))
+    response = Struct(("topics", Array(Struct(
+        ("name", STRING), ("partitions", Array(response_partition))))))
+    return request, response
+
+
+_define(ApiKey.LIST_OFFSETS, range(0, 1), *_list_offsets(
+    Struct(("partition_index", INT32), ("timestamp", INT64), ("max_num_offsets", INT32)),
+    Struct(("partition_index", INT32), ("error_code", INT16),
+           ("old_style_offsets", Array(INT64)))))
+_define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
+    Struct(("partition_index", INT32), ("timestamp", INT64)),
+    Struct(("partition_index", INT32), ("error_code", INT16),
+           ("timestamp", INT64), ("offset", INT64))))
+
+# -- Group coordination subset (8-10), §8 -------------------------------------
+
+_define(ApiKey.FIND_COORDINATOR, range(0, 1), Struct(("key", STRING)), Struct(
+    ("error_code", INT16), ("node_id", INT32), ("host", STRING), ("port", INT32)))
+
+
+def _offset_commit_request(version: int) -> Struct:
+    partition = [("partition_index", INT32), ("committed_offset", INT64)]
+    if version == 1:
+        partition.append(("commit_timestamp", INT64))
+    partition.append(("committed_metadata", NULLABLE_STRING))
+    fields = [("group_id", STRING)]
+    if version >= 1:
+        fields += [("generation_id", INT32), ("member_id", STRING)]
+    if version >= 2:
+        fields.append(("retention_time_ms", INT64))
+    topic = Struct(("name", STRING), ("partitions", Array(Struct(*partition))))
+    fields.append(("topics", Array(topic)))
+    return Struct(*fields)
+
+
+_COMMITTED_PARTITION = Struct(("partition_index", INT32), ("error_code", INT16))
+_OFFSET_COMMIT_RESPONSE = Struct(("topics", Array(Struct(
+    ("name", STRING), ("partitions", Array(_COMMITTED_PARTITION))))))
+for _v in range(0, 3):
+    _define(ApiKey.OFFSET_COMMIT, range(_v, _v + 1),
+            _offset_commit_request(_v), _OFFSET_COMMIT_RESPONSE)
+del _v
+
+# v0 (ZooKeeper-stored) and v1 (Kafka-stored) share one layout.
+_FETCHED_OFFSET = Struct(
+    ("partition_index", INT32), ("committed_offset", INT64),
+    ("metadata", NULLABLE_STRING), ("error_code", INT16))
+_define(ApiKey.OFFSET_FETCH, range(0, 2),
+        Struct(("group_id", STRING), ("topics", Array(Struct(
+            ("name", STRING), ("partition_indexes", Array(INT32)))))),
+        Struct(("topics", Array(Struct(
+            ("name", STRING), ("partitions", Array(_FETCHED_OFFSET)))))))
+
+# -- Version table and headers -------------------------------------------------
+
+
+def _version_table() -> dict[ApiKey, tuple[int, int]]:
+    table: dict[ApiKey, list[int]] = {}
+    for key, version in REQUEST_SCHEMAS:
+        table.setdefault(key, []).append(version)
+    return {key: (min(vs), max(vs)) for key, vs in sorted(table.items())}
+
+
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = _version_table()
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    """Whether a schema exists for this request key and version."""
+    return (api_key, api_version) in REQUEST_SCHEMAS
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """0 (no client_id) for ControlledShutdown v0 only, 1 for everything else.
+
+    >>> request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0), request_header_version(7, 1)
+    (0, 1)
+    """
+    return 0 if (api_key, api_version) == (ApiKey.CONTROLLED_SHUTDOWN, 0) else 1
+
+
+def api_versions_entries() -> list[dict[str, int]]:
+    """The ``api_keys`` array of an ApiVersions response, from SUPPORTED_VERSIONS."""
+    return [{"api_key": int(key), "min_version": lo, "max_version": hi}
+            for key, (lo, hi) in SUPPORTED_VERSIONS.items()]

@@ -1,0 +1,207 @@
+"""A blocking request/response client connection to one broker, for greenlets.
+
+It uses ``gevent.socket`` so that a greenlet waiting on a broker yields to the
+hub whether or not the process is monkey-patched.  Requests on one connection
+are serialised by a lock: Kafka answers in request order, and holding the lock
+from send to receive keeps one caller from reading another's response.
+
+After any I/O or framing failure the socket is dropped (the byte stream can no
+longer be trusted) and the next request reconnects; after ``close()`` the
+connection stays closed.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, TypeVar
+
+from gevent import socket
+from gevent.lock import RLock
+
+from kafka_ha.protocol.framing import decode_response, encode_request
+from kafka_ha.protocol.primitives import ProtocolError
+
+_T = TypeVar("_T")
+DEFAULT_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+_CORRELATION_MASK = 0x7FFFFFFF
+
+
+class BrokerConnectionError(ConnectionError):
+    """Base class of every failure of a ``BrokerConnection``."""
+
+
+class BrokerUnreachable(BrokerConnectionError):
+    """The TCP connection could not be established."""
+
+
+class ConnectionLost(BrokerConnectionError):
+    """The peer closed or reset the connection, or a send/recv failed."""
+
+
+class RequestTimedOut(BrokerConnectionError):
+    """No complete response arrived within the request timeout."""
+
+
+class CorrelationIdMismatch(BrokerConnectionError):
+    """The response does not belong to the request just sent."""
+
+
+class ConnectionClosed(BrokerConnectionError):
+    """``close()`` was called; the connection cannot be used any more."""
+
+
+class BrokerConnection:
+    """One TCP connection to ``host:port`` speaking the Kafka protocol."""
+
+    def __init__(self, host: str, port: int, client_id: str | None = "kafka-ha",
+                 timeout_s: float = 30.0,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.max_response_bytes = max_response_bytes
+        self._sock: socket.socket | None = None
+        self._closed = False
+        self._next_correlation_id = 0
+        self._size_buf = bytearray(4)
+        self._lock = RLock()
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port})"
+
+    def __enter__(self) -> "BrokerConnection":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def connect(self) -> None:
+        """Open the socket now (requests also connect lazily)."""
+        with self._lock:
+            self._ensure_socket()
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop_socket()
+
+    def request(self, api_key: int, api_version: int, body: dict[str, Any],
+                timeout_s: float | None = None) -> dict[str, Any]:
+        """Send one request and return its decoded response body.
+
+        ``timeout_s`` overrides the connection default for this call (long
+        polls such as Fetch need more than ``max_wait_ms``).
+        """
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        with self._lock:
+            correlation_id = self._send(api_key, api_version, body, deadline)
+            frame = self._guarded(self._read_frame, deadline)
+            try:
+                got_id, response = decode_response(api_key, api_version, frame)
+            except ProtocolError:
+                self._drop_socket()
+                raise
+            if got_id != correlation_id:
+                self._drop_socket()
+                raise CorrelationIdMismatch(
+                    f"{self}: expected correlation id {correlation_id}, got {got_id}")
+            return response
+
+    def send_only(self, api_key: int, api_version: int, body: dict[str, Any],
+                  timeout_s: float | None = None) -> int:
+        """Send a request that gets no response (Produce acks=0); return its id."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        with self._lock:
+            return self._send(api_key, api_version, body, deadline)
+
+    # -- internals ------------------------------------------------------------
+
+    def _send(self, api_key: int, api_version: int, body: dict[str, Any],
+              deadline: float) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & _CORRELATION_MASK
+        # Encode before touching the socket: a bad body is the caller's bug
+        # and must not cost the connection.
+        frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+        self._guarded(self._sendall, frame, deadline)
+        return correlation_id
+
+    def _guarded(self, operation: Callable[..., _T], *args: Any) -> _T:
+        """Run a socket operation, mapping failures to our exception types.
+
+        Any failure drops the socket: after a partial send or receive the
+        byte stream is out of step with the correlation ids.
+        """
+        self._ensure_socket()
+        try:
+            return operation(*args)
+        except BrokerConnectionError:
+            self._drop_socket()
+            raise
+        except socket.timeout:
+            self._drop_socket()
+            raise RequestTimedOut(f"{self}: no response within the timeout") from None
+        except OSError as exc:
+            self._drop_socket()
+            raise ConnectionLost(f"{self}: {exc}") from exc
+        except BaseException:
+            # ProtocolError, or a gevent Timeout/kill arriving mid-exchange.
+            self._drop_socket()
+            raise
+
+    def _ensure_socket(self) -> socket.socket:
+        if self._closed:
+            raise ConnectionClosed(f"{self} is closed")
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+            except OSError as exc:
+                raise BrokerUnreachable(f"{self}: cannot connect: {exc}") from exc
+            # Requests are small and latency-bound; do not wait for Nagle.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+        return self._sock
+
+    def _drop_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _set_timeout(self, deadline: float) -> socket.socket:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout("deadline passed")
+        sock = self._sock
+        if sock is None:
+            raise ConnectionLost(f"{self}: socket was closed")
+        sock.settimeout(remaining)
+        return sock
+
+    def _sendall(self, frame: bytes, deadline: float) -> None:
+        self._set_timeout(deadline).sendall(frame)
+
+    def _read_frame(self, deadline: float) -> bytearray:
+        self._recv_into(memoryview(self._size_buf), deadline)
+        size = int.from_bytes(self._size_buf, "big", signed=True)
+        # Validate before allocating: a corrupt size must not cost 2 GiB.
+        if size < 0 or size > self.max_response_bytes:
+            raise ProtocolError(
+                f"{self}: response size {size} outside 0..{self.max_response_bytes}")
+        frame = bytearray(size)
+        self._recv_into(memoryview(frame), deadline)
+        return frame
+
+    def _recv_into(self, view: memoryview, deadline: float) -> None:
+        got, total = 0, len(view)
+        while got < total:
+            n = self._set_timeout(deadline).recv_into(view[got:], total - got)
+            if n == 0:
+                raise ConnectionLost(
+                    f"{self}: connection closed by peer ({got} of {total} bytes read)")
+            got += n

@@ -1,0 +1,123 @@
+"""Whole request/response frames: size prefix, headers, and body dispatch.
+
+Encoders return the complete frame including the i32 size prefix.  Decoders
+take the frame *without* that prefix -- the bytes a socket reader collected
+after validating the size.
+
+The request header is decoded without knowing whether the (key, version) is
+supported: its first four fields are the same in header v1 and v2, so the
+server can always learn the correlation id and answer or close properly.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from kafka_ha.protocol.api import (
+    REQUEST_SCHEMAS, RESPONSE_SCHEMAS, ApiKey, request_header_version)
+from kafka_ha.protocol.errors import UnsupportedVersion
+from kafka_ha.protocol.primitives import Buffer, ProtocolError, Reader, Writer
+
+_KNOWN_KEYS = {int(key): key for key in ApiKey}
+
+
+class RequestHeader(NamedTuple):
+    api_key: int  # an ApiKey member when the key is known, else the raw int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def _schema(table: dict, api_key: int, api_version: int):
+    try:
+        return table[(api_key, api_version)]
+    except KeyError:
+        raise UnsupportedVersion(api_key, api_version) from None
+
+
+def _finish_frame(writer: Writer) -> bytes:
+    # The size field was written as a placeholder at offset 0.
+    writer.patch_int32(0, len(writer) - 4)
+    return writer.getvalue()
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int,
+                   client_id: str | None, body: dict[str, Any]) -> bytes:
+    """A complete, size-prefixed request frame.
+
+    >>> encode_request(ApiKey.API_VERSIONS, 0, 7, "c", {}).hex()
+    '0000000b0012000000000007000163'
+    """
+    schema = _schema(REQUEST_SCHEMAS, api_key, api_version)
+    writer = Writer()
+    writer.int32(0)
+    writer.int16(api_key)
+    writer.int16(api_version)
+    writer.int32(correlation_id)
+    if request_header_version(api_key, api_version) >= 1:
+        writer.nullable_string(client_id)
+    schema.encode(writer, body)
+    return _finish_frame(writer)
+
+
+def decode_request(frame: Buffer) -> tuple[RequestHeader, Reader]:
+    """Parse the header; return it with a reader positioned at the body.
+
+    Works for unknown keys and versions too (the body is left unread); raises
+    ``ProtocolError`` only if the frame is too short for a header.
+    """
+    reader = Reader(frame)
+    api_key = reader.int16()
+    api_version = reader.int16()
+    correlation_id = reader.int32()
+    client_id = None
+    if request_header_version(api_key, api_version) >= 1:
+        client_id = reader.nullable_string()
+    key = _KNOWN_KEYS.get(api_key, api_key)
+    return RequestHeader(key, api_version, correlation_id, client_id), reader
+
+
+def decode_request_body(header: RequestHeader, reader: Reader) -> dict[str, Any]:
+    """Decode the body that follows ``header``; it must fill the frame exactly.
+
+    Raises ``UnsupportedVersion`` if no schema exists, ``ProtocolError`` if
+    the body is malformed or has trailing bytes (a schema mismatch we want to
+    see, not silently ignore).
+    """
+    schema = _schema(REQUEST_SCHEMAS, header.api_key, header.api_version)
+    body = schema.decode(reader)
+    _check_consumed(reader, header.api_key, header.api_version, "request")
+    return body
+
+
+def encode_response(correlation_id: int, api_key: int, api_version: int,
+                    body: dict[str, Any]) -> bytes:
+    """A complete, size-prefixed response frame (response header v0).
+
+    >>> encode_response(9, ApiKey.FIND_COORDINATOR, 0,
+    ...     {"error_code": 15, "node_id": -1, "host": "", "port": -1}).hex()
+    '0000001000000009000fffffffff0000ffffffff'
+    """
+    schema = _schema(RESPONSE_SCHEMAS, api_key, api_version)
+    writer = Writer()
+    writer.int32(0)
+    writer.int32(correlation_id)
+    schema.encode(writer, body)
+    return _finish_frame(writer)
+
+
+def decode_response(api_key: int, api_version: int,
+                    frame: Buffer) -> tuple[int, dict[str, Any]]:
+    """Parse a response frame (without size prefix) into (correlation_id, body)."""
+    schema = _schema(RESPONSE_SCHEMAS, api_key, api_version)
+    reader = Reader(frame)
+    correlation_id = reader.int32()
+    body = schema.decode(reader)
+    _check_consumed(reader, api_key, api_version, "response")
+    return correlation_id, body
+
+
+def _check_consumed(reader: Reader, api_key: int, api_version: int, kind: str) -> None:
+    if reader.remaining():
+        raise ProtocolError(
+            f"{reader.remaining()} trailing bytes after {kind} body of "
+            f"api_key {int(api_key)} v{api_version}")

@@ -1,0 +1,160 @@
+"""A gevent TCP server that frames Kafka requests and hands them to a handler.
+
+One greenlet per connection reads a frame, calls the handler, writes the
+response, and only then reads the next frame.  That gives the ordering Kafka
+promises (responses in request order per connection, wire-protocol.md §1) even
+when the handler blocks, e.g. on a long-polling Fetch, and it bounds memory to
+one request per connection.
+
+The handler contract::
+
+    handler(header: RequestHeader, body: Reader) -> (response_body, version) | None
+
+``body`` is positioned after the header (decode it with
+``decode_request_body``); ``None`` means "send nothing" (Produce acks=0).
+Only supported (key, version) pairs reach the handler: an unsupported
+ApiVersions gets the KIP-511 fallback here, anything else closes the
+connection, as Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from gevent.server import StreamServer
+
+from kafka_ha.protocol.api import ApiKey, api_versions_entries, is_supported
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.framing import RequestHeader, decode_request, encode_response
+from kafka_ha.protocol.primitives import ProtocolError, Reader
+
+Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
+
+DEFAULT_MAX_REQUEST_BYTES = 104857600
+
+
+class _CloseConnection(Exception):
+    """Internal: stop serving this connection (already logged)."""
+
+
+class ProtocolServer:
+    """Accepts connections on ``host:port`` and serves framed requests."""
+
+    def __init__(self, host: str, port: int, handler: Handler,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 logger: logging.Logger | None = None) -> None:
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.log = logger or logging.getLogger(__name__)
+        self._server = StreamServer((host, port), self._serve_connection)
+
+    @property
+    def server_port(self) -> int:
+        """The bound port (useful after binding port 0)."""
+        return self._server.server_port
+
+    def start(self) -> None:
+        self._server.start()
+        self.log.info("protocol server listening on %s:%d",
+                      self._server.server_host, self.server_port)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop accepting; connection greenlets are killed after ``timeout``."""
+        self._server.stop(timeout)
+
+    # -- one connection -------------------------------------------------------
+
+    def _serve_connection(self, sock: Any, address: tuple) -> None:
+        peer = f"{address[0]}:{address[1]}"
+        try:
+            while True:
+                frame = self._read_frame(sock, peer)
+                if frame is None:
+                    return
+                self._dispatch(sock, peer, frame)
+        except _CloseConnection:
+            pass
+        except OSError as exc:
+            # Resets and broken pipes are routine client behaviour.
+            self.log.debug("connection from %s failed: %s", peer, exc)
+        finally:
+            sock.close()
+
+    def _read_frame(self, sock: Any, peer: str) -> bytearray | None:
+        """The next frame without its size prefix, or None on a clean EOF."""
+        size_buf = bytearray(4)
+        if not self._recv_exactly(sock, memoryview(size_buf), peer, eof_ok=True):
+            return None
+        size = int.from_bytes(size_buf, "big", signed=True)
+        # Check the size before allocating anything for the body.
+        if size <= 0 or size > self.max_request_bytes:
+            self.log.warning("closing connection from %s: invalid request size %d "
+                             "(allowed 1..%d)", peer, size, self.max_request_bytes)
+            raise _CloseConnection()
+        # A fresh buffer per frame: the handler may keep memoryview slices
+        # (records) of it beyond this request.
+        frame = bytearray(size)
+        self._recv_exactly(sock, memoryview(frame), peer, eof_ok=False)
+        return frame
+
+    def _recv_exactly(self, sock: Any, view: memoryview, peer: str, eof_ok: bool) -> bool:
+        got, total = 0, len(view)
+        while got < total:
+            n = sock.recv_into(view[got:], total - got)
+            if n == 0:
+                if got == 0 and eof_ok:
+                    return False
+                self.log.warning("closing connection from %s: EOF after %d of %d bytes",
+                                 peer, got, total)
+                raise _CloseConnection()
+            got += n
+        return True
+
+    def _dispatch(self, sock: Any, peer: str, frame: bytearray) -> None:
+        try:
+            header, body = decode_request(frame)
+        except ProtocolError as exc:
+            self.log.warning("closing connection from %s: unreadable request header: %s",
+                             peer, exc)
+            raise _CloseConnection() from None
+        if not is_supported(header.api_key, header.api_version):
+            sock.sendall(self._unsupported(header, peer))
+            return
+        try:
+            result = self.handler(header, body)
+            if result is None:
+                return
+            response_body, version = result
+            response = encode_response(header.correlation_id, header.api_key,
+                                       version, response_body)
+        except ProtocolError as exc:
+            self.log.warning("closing connection from %s: malformed %s v%d request "
+                             "(correlation id %d): %s", peer, _key_name(header.api_key),
+                             header.api_version, header.correlation_id, exc)
+            raise _CloseConnection() from None
+        except Exception:
+            self.log.exception("closing connection from %s: handler failed on %s v%d "
+                               "(correlation id %d)", peer, _key_name(header.api_key),
+                               header.api_version, header.correlation_id)
+            raise _CloseConnection() from None
+        sock.sendall(response)
+
+    def _unsupported(self, header: RequestHeader, peer: str) -> bytes:
+        """The KIP-511 fallback for ApiVersions; otherwise close, like Kafka."""
+        if header.api_key != ApiKey.API_VERSIONS:
+            self.log.warning("closing connection from %s: unsupported api_key %s "
+                             "version %d (client_id %r)", peer, _key_name(header.api_key),
+                             header.api_version, header.client_id)
+            raise _CloseConnection()
+        # Do not parse the body (it may be a flexible v3+ layout); answer with
+        # header v0 + ApiVersions v0 so the client retries at a version we know.
+        self.log.info("ApiVersions v%d from %s (client_id %r): replying "
+                      "UNSUPPORTED_VERSION", header.api_version, peer, header.client_id)
+        return encode_response(header.correlation_id, ApiKey.API_VERSIONS, 0, {
+            "error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "api_keys": api_versions_entries(),
+        })
+
+
+def _key_name(api_key: int) -> str:
+    return api_key.name if isinstance(api_key, ApiKey) else str(api_key)

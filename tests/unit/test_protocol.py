@@ -1,0 +1,585 @@
+"""Tests of the Kafka protocol layer: schemas, framing, client and server."""
+from __future__ import annotations
+
+import logging
+import struct
+
+import gevent
+import pytest
+from gevent import socket
+from gevent.server import StreamServer
+
+from kafka_ha.protocol.api import (
+    REQUEST_SCHEMAS, RESPONSE_SCHEMAS, SUPPORTED_VERSIONS, ApiKey,
+    api_versions_entries, request_header_version)
+from kafka_ha.protocol.connection import (
+    BrokerConnection, BrokerConnectionError, ConnectionClosed, ConnectionLost,
+    CorrelationIdMismatch, RequestTimedOut)
+from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError, UnsupportedVersion
+from kafka_ha.protocol.framing import (
+    RequestHeader, decode_request, decode_request_body, decode_response,
+    encode_request, encode_response)
+from kafka_ha.protocol.primitives import ProtocolError, Reader, Writer
+from kafka_ha.protocol.schema import INT32, STRING, Array, MissingFieldError, Struct
+from kafka_ha.protocol.server import ProtocolServer
+
+K = ApiKey
+
+
+# -- byte builders for hand-made expectations -----------------------------------
+
+def i16(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}h", *values)
+
+
+def i32(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}i", *values)
+
+
+def i64(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}q", *values)
+
+
+def s(text: str) -> bytes:
+    data = text.encode()
+    return i16(len(data)) + data
+
+
+# -- realistic sample bodies, one per schema --------------------------------------
+
+RECORDS = bytes(range(70))  # opaque here; a stand-in for a message set
+PARTITION_STATE = {
+    "topic": "orders", "partition": 3, "controller_epoch": 5, "leader": 2,
+    "leader_epoch": 7, "isr": [2, 1], "zk_version": 11, "replicas": [2, 1, 3]}
+PARTITION_ERRORS = {"error_code": 0, "partition_errors": [
+    {"topic": "orders", "partition": 3, "error_code": 0},
+    {"topic": "orders", "partition": 4, "error_code": ErrorCode.STALE_CONTROLLER_EPOCH}]}
+
+
+def _produce_response(version: int) -> dict:
+    partition = {"index": 0, "error_code": 0, "base_offset": 1234567890123}
+    if version >= 2:
+        partition["log_append_time_ms"] = -1
+    body = {"responses": [{"name": "orders", "partition_responses": [partition]}]}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+def _metadata_response(version: int) -> dict:
+    partitions = [
+        {"error_code": 0, "partition_index": 0, "leader_id": 1,
+         "replica_nodes": [1, 2, 3], "isr_nodes": [1, 2]},
+        {"error_code": 5, "partition_index": 1, "leader_id": -1,
+         "replica_nodes": [2], "isr_nodes": []}]
+    broker = {"node_id": 1, "host": "broker1.example", "port": 9092}
+    topic = {"error_code": 0, "name": "orders", "partitions": partitions}
+    if version == 0:
+        return {"brokers": [broker], "topics": [topic]}
+    return {"brokers": [{**broker, "rack": None}, {**broker, "node_id": 2, "rack": "r1"}],
+            "controller_id": 1, "topics": [{**topic, "is_internal": False}]}
+
+
+def _fetch_request(version: int) -> dict:
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+            "topics": [{"topic": "orders", "partitions": [
+                {"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1048576},
+                {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1048576}]}]}
+    if version >= 3:
+        body["max_bytes"] = 52428800
+    return body
+
+
+def _fetch_response(version: int) -> dict:
+    body = {"responses": [{"topic": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 100, "records": RECORDS},
+        {"partition_index": 1, "error_code": 1, "high_watermark": -1, "records": None}]}]}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+def _offset_commit_request(version: int) -> dict:
+    partition = {"partition_index": 0, "committed_offset": 77, "committed_metadata": None}
+    if version == 1:
+        partition["commit_timestamp"] = -1
+    body = {"group_id": "g1", "topics": [{"name": "orders", "partitions": [
+        partition, {**partition, "partition_index": 1, "committed_metadata": "meta"}]}]}
+    if version >= 1:
+        body.update(generation_id=-1, member_id="")
+    if version >= 2:
+        body["retention_time_ms"] = -1
+    return body
+
+
+def _api_versions_response(version: int) -> dict:
+    body = {"error_code": 0, "api_keys": api_versions_entries()}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+REQUESTS = {
+    (K.API_VERSIONS, 0): {}, (K.API_VERSIONS, 1): {}, (K.API_VERSIONS, 2): {},
+    (K.METADATA, 0): {"topics": ["orders", "payments"]},
+    (K.METADATA, 1): {"topics": None},
+    (K.LEADER_AND_ISR, 0): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
+    (K.STOP_REPLICA, 0): {
+        "controller_id": 1, "controller_epoch": 5, "delete_partitions": True,
+        "partitions": [{"topic": "orders", "partition": 3}]},
+    (K.UPDATE_METADATA, 0): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_brokers": [{"id": 1, "host": "broker1", "port": 9092}]},
+    (K.UPDATE_METADATA, 1): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_brokers": [{"id": 1, "endpoints": [
+            {"port": 9092, "host": "broker1", "security_protocol": 0}]}]},
+    (K.CONTROLLED_SHUTDOWN, 0): {"broker_id": 3},
+    (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [
+        {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]},
+    **{(K.PRODUCE, v): {"acks": -1, "timeout_ms": 30000, "topic_data": [
+        {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
+                                              {"index": 1, "records": None}]}]}
+       for v in range(3)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(4)},
+    (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
+    (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "timestamp": -2}]}]},
+    (K.FIND_COORDINATOR, 0): {"key": "my-group"},
+    **{(K.OFFSET_COMMIT, v): _offset_commit_request(v) for v in range(3)},
+    **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
+        {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
+}
+
+RESPONSES = {
+    **{(K.API_VERSIONS, v): _api_versions_response(v) for v in range(3)},
+    **{(K.METADATA, v): _metadata_response(v) for v in range(2)},
+    (K.LEADER_AND_ISR, 0): PARTITION_ERRORS,
+    (K.STOP_REPLICA, 0): PARTITION_ERRORS,
+    (K.UPDATE_METADATA, 0): {"error_code": 0},
+    (K.UPDATE_METADATA, 1): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH},
+    **{(K.CONTROLLED_SHUTDOWN, v): {"error_code": 0, "remaining_partitions": [
+        {"topic": "orders", "partition": 3}]} for v in range(2)},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [
+        {"error_code": 0, "partition": 3, "end_offset": 120},
+        {"error_code": 6, "partition": 4, "end_offset": -1}]}]},
+    **{(K.PRODUCE, v): _produce_response(v) for v in range(3)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(4)},
+    (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
+    (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": 1000}]}]},
+    (K.FIND_COORDINATOR, 0): {"error_code": 0, "node_id": 1, "host": "broker1", "port": 9092},
+    **{(K.OFFSET_COMMIT, v): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0},
+        {"partition_index": 1, "error_code": 12}]}]} for v in range(3)},
+    **{(K.OFFSET_FETCH, v): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "committed_offset": 77, "metadata": "", "error_code": 0},
+        {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
+       for v in range(2)},
+}
+
+
+def plain(value):
+    """Decoded values hold memoryviews for records; compare them as bytes."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+# -- schemas and framing ---------------------------------------------------------
+
+def test_every_schema_has_a_sample_and_versions_table_matches():
+    assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
+    assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 3)
+    assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
+    assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 0)
+    assert len(SUPPORTED_VERSIONS) == 13
+
+
+@pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
+def test_request_round_trip(key_version):
+    key, version = key_version
+    frame = encode_request(key, version, 123456, "client-1", REQUESTS[key_version])
+    assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+    header, reader = decode_request(frame[4:])
+    expected_client = None if (key, version) == (K.CONTROLLED_SHUTDOWN, 0) else "client-1"
+    assert header == RequestHeader(key, version, 123456, expected_client)
+    assert plain(decode_request_body(header, reader)) == REQUESTS[key_version]
+
+
+@pytest.mark.parametrize("key_version", sorted(RESPONSES), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
+def test_response_round_trip(key_version):
+    key, version = key_version
+    frame = encode_response(-7, key, version, RESPONSES[key_version])
+    assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+    correlation_id, body = decode_response(key, version, frame[4:])
+    assert correlation_id == -7
+    assert plain(body) == RESPONSES[key_version]
+
+
+def test_records_decode_as_zero_copy_memoryview():
+    frame = encode_response(1, K.FETCH, 3, RESPONSES[(K.FETCH, 3)])
+    _, body = decode_response(K.FETCH, 3, frame[4:])
+    records = body["responses"][0]["partitions"][0]["records"]
+    assert isinstance(records, memoryview) and records.obj is not None
+    assert bytes(records) == RECORDS
+
+
+def test_leader_and_isr_v0_request_bytes():
+    body = {"controller_id": 1, "controller_epoch": 5,
+            "partition_states": [{"topic": "t", "partition": 0, "controller_epoch": 5,
+                                  "leader": 2, "leader_epoch": 7, "isr": [2, 3],
+                                  "zk_version": 11, "replicas": [2, 3, 1]}],
+            "live_leaders": [{"id": 2, "host": "h2", "port": 9092}]}
+    expected_body = (
+        i32(1, 5)
+        + i32(1) + s("t") + i32(0, 5, 2, 7) + i32(2, 2, 3) + i32(11) + i32(3, 2, 3, 1)
+        + i32(1) + i32(2) + s("h2") + i32(9092))
+    expected_header = i16(4, 0) + i32(99) + s("ctrl")
+    frame = encode_request(K.LEADER_AND_ISR, 0, 99, "ctrl", body)
+    assert frame == i32(len(expected_header) + len(expected_body)) + expected_header + expected_body
+
+
+def test_update_metadata_v1_puts_port_before_host():
+    body = {"controller_id": 1, "controller_epoch": 2, "partition_states": [],
+            "live_brokers": [{"id": 7, "endpoints": [
+                {"port": 9093, "host": "b7", "security_protocol": 0}]}]}
+    expected = i32(1, 2) + i32(0) + i32(1) + i32(7) + i32(1) + i32(9093) + s("b7") + i16(0)
+    assert REQUEST_SCHEMAS[(K.UPDATE_METADATA, 1)].to_bytes(body) == expected
+
+
+def test_api_versions_v0_response_bytes():
+    body = {"error_code": 0, "api_keys": [
+        {"api_key": 18, "min_version": 0, "max_version": 2},
+        {"api_key": 3, "min_version": 0, "max_version": 1}]}
+    payload = i32(3) + i16(0) + i32(2) + i16(18, 0, 2) + i16(3, 0, 1)
+    assert encode_response(3, K.API_VERSIONS, 0, body) == i32(len(payload)) + payload
+
+
+# Round trips cannot catch a field in the wrong place, so pin the layouts that
+# differ subtly between versions (wire-protocol.md §4-§8) to hand-built bytes.
+LAYOUT_CASES = [
+    ("fetch-v1-response-throttle-first", RESPONSE_SCHEMAS[(K.FETCH, 1)],
+     {"throttle_time_ms": 5, "responses": [{"topic": "t", "partitions": [
+         {"partition_index": 0, "error_code": 0, "high_watermark": 9, "records": b"xy"}]}]},
+     i32(5) + i32(1) + s("t") + i32(1) + i32(0) + i16(0) + i64(9) + i32(2) + b"xy"),
+    ("fetch-v3-request-max-bytes", REQUEST_SCHEMAS[(K.FETCH, 3)],
+     {"replica_id": 2, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1024,
+      "topics": [{"topic": "t", "partitions": [
+          {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 512}]}]},
+     i32(2, 500, 1, 1024) + i32(1) + s("t") + i32(1) + i32(0) + i64(7) + i32(512)),
+    ("produce-v2-response", RESPONSE_SCHEMAS[(K.PRODUCE, 2)],
+     {"responses": [{"name": "t", "partition_responses": [
+         {"index": 0, "error_code": 0, "base_offset": 100, "log_append_time_ms": -1}]}],
+      "throttle_time_ms": 0},
+     i32(1) + s("t") + i32(1) + i32(0) + i16(0) + i64(100, -1) + i32(0)),
+    ("metadata-v1-response", RESPONSE_SCHEMAS[(K.METADATA, 1)],
+     {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+      "controller_id": 1,
+      "topics": [{"error_code": 0, "name": "t", "is_internal": False, "partitions": [
+          {"error_code": 0, "partition_index": 0, "leader_id": 1,
+           "replica_nodes": [1], "isr_nodes": [1]}]}]},
+     i32(1, 1) + s("h") + i32(9092) + i16(-1) + i32(1)
+     + i32(1) + i16(0) + s("t") + b"\x00" + i32(1) + i16(0) + i32(0, 1) + i32(1, 1) + i32(1, 1)),
+    ("offset-commit-v1-request", REQUEST_SCHEMAS[(K.OFFSET_COMMIT, 1)],
+     {"group_id": "g", "generation_id": -1, "member_id": "", "topics": [
+         {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                       "commit_timestamp": -1, "committed_metadata": None}]}]},
+     s("g") + i32(-1) + s("") + i32(1) + s("t") + i32(1) + i32(0) + i64(5, -1) + i16(-1)),
+    ("offset-commit-v2-request", REQUEST_SCHEMAS[(K.OFFSET_COMMIT, 2)],
+     {"group_id": "g", "generation_id": 3, "member_id": "m", "retention_time_ms": -1,
+      "topics": [{"name": "t", "partitions": [
+          {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]},
+     s("g") + i32(3) + s("m") + i64(-1) + i32(1) + s("t") + i32(1) + i32(0) + i64(5) + s("")),
+    ("offset-fetch-v1-response", RESPONSE_SCHEMAS[(K.OFFSET_FETCH, 1)],
+     {"topics": [{"name": "t", "partitions": [
+         {"partition_index": 0, "committed_offset": -1, "metadata": None, "error_code": 0}]}]},
+     i32(1) + s("t") + i32(1) + i32(0) + i64(-1) + i16(-1) + i16(0)),
+    ("list-offsets-v0-response", RESPONSE_SCHEMAS[(K.LIST_OFFSETS, 0)],
+     {"topics": [{"name": "t", "partitions": [
+         {"partition_index": 0, "error_code": 0, "old_style_offsets": [9, 0]}]}]},
+     i32(1) + s("t") + i32(1) + i32(0) + i16(0) + i32(2) + i64(9, 0)),
+    ("offsets-for-leader-epoch-v0-response", RESPONSE_SCHEMAS[(K.OFFSETS_FOR_LEADER_EPOCH, 0)],
+     {"topics": [{"topic": "t", "partitions": [
+         {"error_code": 0, "partition": 2, "end_offset": 50}]}]},
+     i32(1) + s("t") + i32(1) + i16(0) + i32(2) + i64(50)),
+    ("stop-replica-v0-request", REQUEST_SCHEMAS[(K.STOP_REPLICA, 0)],
+     {"controller_id": 1, "controller_epoch": 2, "delete_partitions": True,
+      "partitions": [{"topic": "t", "partition": 4}]},
+     i32(1, 2) + b"\x01" + i32(1) + s("t") + i32(4)),
+]
+
+
+@pytest.mark.parametrize("schema, body, expected",
+                         [case[1:] for case in LAYOUT_CASES], ids=[c[0] for c in LAYOUT_CASES])
+def test_layout_bytes(schema, body, expected):
+    assert schema.to_bytes(body) == expected
+    assert plain(schema.from_bytes(expected)) == body
+
+
+def test_controlled_shutdown_v0_uses_header_v0():
+    assert request_header_version(K.CONTROLLED_SHUTDOWN, 0) == 0
+    assert request_header_version(K.CONTROLLED_SHUTDOWN, 1) == 1
+    frame = encode_request(K.CONTROLLED_SHUTDOWN, 0, 5, "ignored", {"broker_id": 3})
+    assert frame == i32(12) + i16(7, 0) + i32(5) + i32(3)
+
+
+@pytest.mark.parametrize("key_version", [(K.LEADER_AND_ISR, 0), (K.METADATA, 1),
+                                         (K.FETCH, 3), (K.OFFSET_COMMIT, 1)])
+def test_every_truncation_raises_protocol_error(key_version):
+    for samples, schemas in ((REQUESTS, REQUEST_SCHEMAS), (RESPONSES, RESPONSE_SCHEMAS)):
+        schema = schemas[key_version]
+        data = schema.to_bytes(samples[key_version])
+        for cut in range(len(data)):
+            with pytest.raises(ProtocolError):
+                schema.decode(Reader(data[:cut]))
+
+
+def test_truncated_request_header_and_trailing_bytes():
+    with pytest.raises(ProtocolError, match="truncated"):
+        decode_request(i16(3, 0) + i16(0))
+    frame = encode_request(K.FIND_COORDINATOR, 0, 1, "c", {"key": "g"})
+    header, reader = decode_request(frame[4:] + b"\x00")
+    with pytest.raises(ProtocolError, match="trailing"):
+        decode_request_body(header, reader)
+
+
+@pytest.mark.parametrize("schema, data, message", [
+    (Struct(("name", STRING)), i16(-2), "invalid string length -2"),
+    (Struct(("name", STRING)), i16(-1), "invalid string length -1"),  # not nullable
+    (Struct(("items", Array(STRING))), i32(-5), "invalid array count -5"),
+    (Struct(("items", Array(STRING))), i32(0x7FFFFFFF) + s("x"),
+     "invalid array count 2147483647"),
+    (Struct(("ids", Array(INT32))), i32(0x7FFFFFFF) + i32(1), "truncated"),
+])
+def test_bad_lengths_are_rejected(schema, data, message):
+    with pytest.raises(ProtocolError, match=message):
+        schema.decode(Reader(data))
+
+
+def test_null_for_non_nullable_array_and_error_paths():
+    with pytest.raises(ProtocolError, match="non-nullable array"):
+        REQUEST_SCHEMAS[(K.METADATA, 0)].from_bytes(i32(-1))
+    assert REQUEST_SCHEMAS[(K.METADATA, 1)].from_bytes(i32(-1)) == {"topics": None}
+    produce = {"acks": 1, "timeout_ms": 1000,
+               "topic_data": [{"name": "t", "partition_data": [{"index": 0}]}]}
+    with pytest.raises(MissingFieldError) as missing:
+        REQUEST_SCHEMAS[(K.PRODUCE, 0)].to_bytes(produce)
+    assert isinstance(missing.value, KeyError)
+    assert missing.value.path == ("topic_data", "partition_data", "records")
+    with pytest.raises(ProtocolError, match=r"^acks: cannot encode 40000 as int16"):
+        REQUEST_SCHEMAS[(K.PRODUCE, 0)].to_bytes({**produce, "acks": 40000})
+    with pytest.raises(ProtocolError, match="truncated"):
+        Struct(("a", Array(INT32))).from_bytes(i32(3) + i32(1, 2))
+
+
+def test_unsupported_version_error():
+    header, reader = decode_request(i16(18, 3) + i32(1) + s("x") + b"\x00")
+    assert header == RequestHeader(K.API_VERSIONS, 3, 1, "x")
+    with pytest.raises(UnsupportedVersion) as err:
+        decode_request_body(header, reader)
+    assert err.value.code is ErrorCode.UNSUPPORTED_VERSION
+    assert isinstance(err.value, KafkaProtocolError)
+    with pytest.raises(UnsupportedVersion):
+        encode_request(K.PRODUCE, 3, 1, "c", {})
+
+
+def test_error_codes():
+    assert ErrorCode.NONE == 0 and ErrorCode.UNKNOWN_SERVER_ERROR == -1
+    assert ErrorCode(11).name == "STALE_CONTROLLER_EPOCH"
+    assert ErrorCode(41).name == "NOT_CONTROLLER"
+    assert ErrorCode(6).name == "NOT_LEADER_FOR_PARTITION"
+    assert ErrorCode(77).name == "STALE_BROKER_EPOCH"
+
+
+def test_writer_reader_primitives():
+    w = Writer()
+    w.int8(-1); w.int64(-2); w.uint32(0xFFFFFFFF); w.boolean(True)
+    w.nullable_bytes(None); w.bytes_(b"ab"); w.array(None, Writer.int32); w.string("é")
+    r = Reader(w.getvalue())
+    assert (r.int8(), r.int64(), r.uint32(), r.boolean()) == (-1, -2, 0xFFFFFFFF, True)
+    assert (r.nullable_bytes(), r.bytes_(), r.array(Reader.int32), r.string()) == \
+        (None, b"ab", None, "é")
+    assert r.remaining() == 0
+    with pytest.raises(ProtocolError, match="UTF-8"):
+        Reader(i16(1) + b"\xff").string()
+
+
+# -- live server and client --------------------------------------------------------
+
+def echo_handler(header: RequestHeader, reader: Reader):
+    """FindCoordinator 'sleep:<s>' sleeps then echoes; Metadata fails; acks=0 is silent."""
+    body = decode_request_body(header, reader)
+    if header.api_key == K.API_VERSIONS:
+        return _api_versions_response(header.api_version), header.api_version
+    if header.api_key == K.FIND_COORDINATOR:
+        gevent.sleep(float(body["key"].split(":")[1]))
+        return {"error_code": 0, "node_id": header.correlation_id,
+                "host": body["key"], "port": 9092}, 0
+    if header.api_key == K.PRODUCE and body["acks"] == 0:
+        return None
+    if header.api_key == K.PRODUCE:
+        return _produce_response(header.api_version), header.api_version
+    raise RuntimeError(f"test handler refuses {header.api_key!r}")
+
+
+@pytest.fixture
+def server():
+    srv = ProtocolServer("127.0.0.1", 0, echo_handler,
+                         logger=logging.getLogger("test.protocol.server"))
+    srv.start()
+    with gevent.Timeout(5):  # no live test may hang
+        yield srv
+    srv.stop(timeout=0.2)
+
+
+def raw_connect(srv: ProtocolServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", srv.server_port), timeout=2)
+    return sock
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError(f"EOF after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
+
+
+def assert_closed_by_peer(sock: socket.socket) -> None:
+    try:
+        assert sock.recv(1) == b""
+    except ConnectionResetError:
+        pass
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    sock = raw_connect(server)
+    sleeps = [0.15, 0.1, 0.05, 0.0, 0.02]  # later requests finish sooner
+    sock.sendall(b"".join(
+        encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": f"sleep:{delay}"})
+        for cid, delay in enumerate(sleeps)))
+    answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in sleeps]
+    assert [cid for cid, _ in answers] == list(range(len(sleeps)))
+    assert [body["host"] for _, body in answers] == [f"sleep:{d}" for d in sleeps]
+    sock.close()
+
+
+def test_broker_connection_request_and_send_only(server):
+    with BrokerConnection("127.0.0.1", server.server_port, "unit", timeout_s=2) as conn:
+        assert conn.request(K.API_VERSIONS, 0, {}) == _api_versions_response(0)
+        body = dict(REQUESTS[(K.PRODUCE, 2)], acks=0)
+        conn.send_only(K.PRODUCE, 2, body)  # no response must come back for this one
+        response = conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})
+        assert response["node_id"] == 2  # correlation ids 0, 1 (acks=0), 2
+        assert conn.request(K.PRODUCE, 2, REQUESTS[(K.PRODUCE, 2)]) == _produce_response(2)
+    with pytest.raises(ConnectionClosed):
+        conn.request(K.API_VERSIONS, 0, {})
+
+
+def test_garbage_frame_closes_only_that_connection(server, caplog):
+    good = BrokerConnection("127.0.0.1", server.server_port, "good", timeout_s=2)
+    assert good.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})["error_code"] == 0
+    bad = raw_connect(server)
+    bad.sendall(b"\x7f\xff\xff\xff" + b"junk")
+    assert_closed_by_peer(bad)
+    assert any("invalid request size 2147483647" in r.getMessage() for r in caplog.records)
+    assert good.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})["node_id"] == 1
+    with BrokerConnection("127.0.0.1", server.server_port, "new", timeout_s=2) as fresh:
+        assert fresh.request(K.API_VERSIONS, 1, {})["error_code"] == 0
+    good.close()
+    bad.close()
+
+
+def test_api_versions_v3_gets_error_35_v0_fallback(server):
+    sock = raw_connect(server)
+    # Header v2 (client_id + empty tagged fields) and a flexible v3 body, as
+    # librdkafka sends them: compact strings (varint length + 1) and tags.
+    body = b"\x0blibrdkafka" + b"\x062.3.0" + b"\x00"
+    payload = i16(18, 3) + i32(42) + s("rdkafka") + b"\x00" + body
+    sock.sendall(i32(len(payload)) + payload)
+    correlation_id, response = decode_response(K.API_VERSIONS, 0, recv_frame(sock))
+    assert correlation_id == 42
+    assert response["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35
+    assert response["api_keys"] == api_versions_entries()
+    # The connection stays usable, so the client can retry at v0.
+    sock.sendall(encode_request(K.API_VERSIONS, 0, 43, "rdkafka", {}))
+    assert decode_response(K.API_VERSIONS, 0, recv_frame(sock)) == (43, _api_versions_response(0))
+    sock.close()
+
+
+def test_unsupported_api_and_handler_failure_close_the_connection(server, caplog):
+    other = BrokerConnection("127.0.0.1", server.server_port, "other", timeout_s=2)
+    sock = raw_connect(server)
+    payload = i16(11, 0) + i32(1) + s("joiner") + b"rest-of-join-group"
+    sock.sendall(i32(len(payload)) + payload)  # JoinGroup: unsupported
+    assert_closed_by_peer(sock)
+    sock.close()
+    with pytest.raises(ConnectionLost):
+        other.request(K.METADATA, 0, {"topics": []})  # the handler raises
+    failures = [r for r in caplog.records if "handler failed" in r.getMessage()]
+    assert failures and failures[0].exc_info is not None
+    assert other.request(K.API_VERSIONS, 2, {})["error_code"] == 0  # reconnects
+    other.close()
+
+
+def test_timeout_then_reconnect(server):
+    conn = BrokerConnection("127.0.0.1", server.server_port, "slow", timeout_s=0.1)
+    with pytest.raises(RequestTimedOut):
+        conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0.5"})
+    assert not conn.connected
+    assert conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"}, timeout_s=2)["port"] == 9092
+    conn.close()
+
+
+@pytest.mark.parametrize("reply, error", [
+    (lambda cid: encode_response(cid + 1, K.API_VERSIONS, 0, _api_versions_response(0)),
+     CorrelationIdMismatch),
+    (lambda cid: i32(0x7FFFFFFF), ProtocolError),
+    (lambda cid: i32(-3), ProtocolError),
+    (lambda cid: i32(100) + b"short", ConnectionLost),
+])
+def test_client_rejects_bad_responses(reply, error):
+    def misbehave(sock, _address):
+        frame = recv_frame(sock)
+        sock.sendall(reply(decode_request(frame)[0].correlation_id))
+        sock.close()
+
+    fake = StreamServer(("127.0.0.1", 0), misbehave)
+    fake.start()
+    try:
+        with gevent.Timeout(5):
+            conn = BrokerConnection("127.0.0.1", fake.server_port, "c", timeout_s=2)
+            with pytest.raises(error):
+                conn.request(K.API_VERSIONS, 0, {})
+            assert not conn.connected
+    finally:
+        fake.stop(timeout=0.2)
+
+
+def test_connect_failure_is_a_connection_error():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens on this port now
+    with pytest.raises(BrokerConnectionError) as err:
+        BrokerConnection("127.0.0.1", port, "c", timeout_s=1).connect()
+    assert isinstance(err.value, ConnectionError)
