@@ -10,7 +10,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafka_ha.model import LeaderAndIsr, TopicAssignment
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.client import connect, get_many
+from kafka_ha.zk.client import connect
+from kafka_ha.zk.multi_read import get_many
 from kafka_ha.zk.errors import MalformedZnode
 
 CLI_SESSION_TIMEOUT_MS = 30000

@@ -1,4 +1,4 @@
-"""Connecting to ZooKeeper: kazoo on gevent, chroot creation, pipelined reads.
+"""Connecting to ZooKeeper: kazoo on gevent, with the chroot created if missing.
 
 Everything in a broker runs on gevent, so kazoo uses its sequential gevent
 handler: watch callbacks run one at a time on one greenlet and must not block
@@ -7,12 +7,9 @@ handler: watch callbacks run one at a time on one greenlet and must not block
 from __future__ import annotations
 
 import logging
-from typing import Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.gevent import SequentialGeventHandler
-from kazoo.protocol.states import ZnodeStat
 
 log = logging.getLogger(__name__)
 
@@ -59,33 +56,3 @@ def _client(hosts: str, session_timeout_ms: int, use_gevent: bool) -> KazooClien
     # broker wants (it must come back when the ensemble does).
     return KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0,
                        connection_retry={"max_tries": -1, "max_delay": 1.0}, **kwargs)
-
-
-def get_many(client: KazooClient, paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat] | None]:
-    """Read many znodes with pipelined requests; a missing node maps to None.
-
-    One round trip's latency for the whole batch instead of one per node: this
-    is what makes a controller load 100k partition states in seconds.
-    """
-    pending = [(p, client.get_async(p)) for p in paths]
-    out: dict[str, tuple[bytes, ZnodeStat] | None] = {}
-    for path, result in pending:
-        try:
-            out[path] = result.get()
-        except NoNodeError:
-            out[path] = None
-    return out
-
-
-def create_parents(client: KazooClient, paths: Iterable[str]) -> None:
-    """Create data-less persistent nodes with pipelined requests, ignoring existing ones.
-
-    Paths must be ordered parents first; ZooKeeper applies one session's
-    requests in order, so a child's create sees its parent.
-    """
-    pending = [client.create_async(p, b"") for p in paths]
-    for result in pending:
-        try:
-            result.get()
-        except NodeExistsError:
-            pass

@@ -19,7 +19,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.client import create_parents, get_many
+from kafka_ha.zk.multi_read import get_children_many, get_many
 from kafka_ha.zk.errors import MalformedZnode
 
 log = logging.getLogger("kafka_ha.controller")
@@ -27,6 +27,10 @@ log = logging.getLogger("kafka_ha.controller")
 # ZooKeeper refuses requests over jute.maxbuffer (1 MiB); a state set op is
 # about 150 bytes, so 1,000 ops per multi stays far below it.
 MULTI_CHUNK = 1000
+
+
+_CONFLICT = object()  # the znode changed underneath: re-read and decide again
+_RETRY = object()  # rolled back because another op of the multi failed
 
 
 class ControllerMoved(Exception):
@@ -204,87 +208,116 @@ class ControllerStore:
 
     def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
         """Conditionally rewrite states at the ``zk_version`` each value carries."""
-        ops = [(tp, zn.TopicPartitionStateZNode.path(*tp),
-                zn.TopicPartitionStateZNode.encode(lai), lai) for tp, lai in updates.items()]
-        return self._fenced_batches(ops, create=False)
+        units = [(tp, lai, [("set", zn.TopicPartitionStateZNode.path(*tp),
+                             zn.TopicPartitionStateZNode.encode(lai), lai.zk_version)])
+                 for tp, lai in updates.items()]
+        return self._fenced_batches(units)
 
     def create_states(self, creates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
-        """Create state znodes (and their data-less parents); an existing one is a conflict."""
-        parents: dict[str, None] = {}
-        for tp in creates:
-            parents[zn.TopicPartitionsZNode.path(tp.topic)] = None
-            parents[zn.TopicPartitionZNode.path(*tp)] = None
-        create_parents(self.zk, parents)
-        ops = [(tp, zn.TopicPartitionStateZNode.path(*tp),
-                zn.TopicPartitionStateZNode.encode(lai), lai) for tp, lai in creates.items()]
-        return self._fenced_batches(ops, create=True)
+        """Create state znodes with their data-less parents; an existing state is a conflict.
 
-    def fenced_delete(self, path: str, version: int = -1) -> bool:
-        """Delete a znode as the controller; False if it was already gone."""
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        txn.delete(path, version=version)
-        results = txn.commit()
-        self._raise_if_fenced(results)
-        return not isinstance(results[1], Exception)
+        The parents go into the same fenced multi as the states: one
+        ZooKeeper transaction per thousand partitions instead of three.
+        """
+        existing = self._existing_partition_nodes({tp.topic for tp in creates})
+        units = []
+        for tp, lai in creates.items():
+            ops = []
+            known = existing.get(tp.topic)
+            if known is None:
+                ops.append(("create", zn.TopicPartitionsZNode.path(tp.topic), b"", -1))
+                known = existing[tp.topic] = set()
+            if tp.partition not in known:
+                ops.append(("create", zn.TopicPartitionZNode.path(*tp), b"", -1))
+                known.add(tp.partition)
+            ops.append(("create", zn.TopicPartitionStateZNode.path(*tp),
+                        zn.TopicPartitionStateZNode.encode(lai), -1))
+            units.append((tp, lai, ops))
+        return self._fenced_batches(units)
 
-    def _fenced_batches(self, ops: list, create: bool) -> WriteResult:
+    def _existing_partition_nodes(self, topics: set[str]) -> dict[str, set[int] | None]:
+        """Partition ids under each topic's ``partitions`` node; None if that node is missing."""
+        paths = {zn.TopicPartitionsZNode.path(t): t for t in topics}
+        return {paths[path]: None if children is None else {int(c) for c in children if c.isdigit()}
+                for path, children in get_children_many(self.zk, paths).items()}
+
+    def _fenced_batches(self, units: list) -> WriteResult:
+        """Apply units of ops, each unit one partition's writes, in fenced multis.
+
+        Multis of up to MULTI_CHUNK ops are pipelined.  ZooKeeper reports only
+        the first failing op of a failed multi (the rest are rolled back or
+        unknown), so the other units of a failed multi are written again one
+        fenced multi each.
+        """
         result = WriteResult()
-        chunks = [ops[i:i + MULTI_CHUNK] for i in range(0, len(ops), MULTI_CHUNK)]
-        pending = [(chunk, self._fenced_txn(chunk, create).commit_async()) for chunk in chunks]
+        chunks: list[list] = [[]]
+        for unit in units:
+            if chunks[-1] and sum(len(u[2]) for u in chunks[-1]) + len(unit[2]) > MULTI_CHUNK:
+                chunks.append([])
+            chunks[-1].append(unit)
+        pending = [(chunk, self._fenced_txn(chunk).commit_async()) for chunk in chunks if chunk]
         retry_singly = []
         for chunk, async_result in pending:
-            try:
-                results = async_result.get()
-            except (ConnectionLoss, SessionExpiredError) as e:
-                # The multi may or may not have been applied; the caller
-                # re-reads conflicts and compares content (KAFKA-1382).
-                log.warning("Lost the reply to a batch of %d state writes (%s); re-reading them",
-                            len(chunk), type(e).__name__)
-                result.conflicts.extend(op[0] for op in chunk)
-                continue
-            self._raise_if_fenced(results)
-            if not isinstance(results[0], Exception) and all(
-                    not isinstance(r, Exception) for r in results[1:]):
-                for (tp, _, _, lai), r in zip(chunk, results[1:]):
-                    version = 0 if create else r.version
-                    result.written[tp] = lai.with_zk_version(version)
-                continue
-            # ZooKeeper reports only the first failing op of a multi; the rest
-            # are rolled back or unknown, so write them again one by one.
-            for op, r in zip(chunk, results[1:]):
-                if isinstance(r, (BadVersionError, NoNodeError, NodeExistsError)):
-                    result.conflicts.append(op[0])
-                elif isinstance(r, (RolledBackError, RuntimeInconsistency)) or not isinstance(r, Exception):
-                    retry_singly.append(op)
+            for unit, outcome in self._unit_outcomes(chunk, async_result):
+                if outcome is _RETRY:
+                    retry_singly.append(unit)
                 else:
-                    result.failed[op[0]] = repr(r)
-        if retry_singly:
-            singles = [(op, self._fenced_txn([op], create).commit_async()) for op in retry_singly]
-            for op, async_result in singles:
-                try:
-                    results = async_result.get()
-                except (ConnectionLoss, SessionExpiredError):
-                    result.conflicts.append(op[0])
-                    continue
-                self._raise_if_fenced(results)
-                r = results[1]
-                if not isinstance(r, Exception):
-                    result.written[op[0]] = op[3].with_zk_version(0 if create else r.version)
-                elif isinstance(r, (BadVersionError, NoNodeError, NodeExistsError)):
-                    result.conflicts.append(op[0])
-                else:
-                    result.failed[op[0]] = repr(r)
+                    self._record(result, unit, outcome)
+        singles = [(unit, self._fenced_txn([unit]).commit_async()) for unit in retry_singly]
+        for unit, async_result in singles:
+            for unit_, outcome in self._unit_outcomes([unit], async_result):
+                self._record(result, unit_, _CONFLICT if outcome is _RETRY else outcome)
         return result
 
-    def _fenced_txn(self, ops: list, create: bool):
+    def _unit_outcomes(self, chunk: list, async_result) -> list:
+        """(unit, outcome) for each unit: a version, _CONFLICT, _RETRY or an error text."""
+        try:
+            results = async_result.get()
+        except (ConnectionLoss, SessionExpiredError) as e:
+            # The multi may or may not have been applied; the caller re-reads
+            # conflicts and compares content (KAFKA-1382).
+            log.warning("Lost the reply to a batch of %d partition writes (%s); re-reading them",
+                        len(chunk), type(e).__name__)
+            return [(unit, _CONFLICT) for unit in chunk]
+        self._raise_if_fenced(results)
+        ok = not any(isinstance(r, Exception) for r in results)
+        outcomes, i = [], 1
+        for unit in chunk:
+            unit_results = results[i:i + len(unit[2])]
+            i += len(unit[2])
+            last = unit_results[-1]
+            if ok:
+                outcomes.append((unit, last.version if hasattr(last, "version") else 0))
+                continue
+            failure = next((r for r in unit_results if isinstance(r, Exception)
+                            and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
+            if failure is None:
+                outcomes.append((unit, _RETRY))
+            elif isinstance(failure, (BadVersionError, NoNodeError, NodeExistsError)):
+                outcomes.append((unit, _CONFLICT))
+            else:
+                outcomes.append((unit, repr(failure)))
+        return outcomes
+
+    @staticmethod
+    def _record(result: WriteResult, unit: tuple, outcome: object) -> None:
+        tp, lai, _ = unit
+        if outcome is _CONFLICT:
+            result.conflicts.append(tp)
+        elif isinstance(outcome, str):
+            result.failed[tp] = outcome
+        else:
+            result.written[tp] = lai.with_zk_version(outcome)
+
+    def _fenced_txn(self, units: list):
         txn = self.zk.transaction()
         txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        for _, path, data, lai in ops:
-            if create:
-                txn.create(path, data)
-            else:
-                txn.set_data(path, data, version=lai.zk_version)
+        for _, _, ops in units:
+            for kind, path, data, version in ops:
+                if kind == "create":
+                    txn.create(path, data)
+                else:
+                    txn.set_data(path, data, version=version)
         return txn
 
     def _raise_if_fenced(self, results: list) -> None:

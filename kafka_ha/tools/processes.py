@@ -1,0 +1,136 @@
+"""Local process and port helpers for the dev/test tools (stdlib only).
+
+Processes are identified by pid files plus their command line, so that a stale pid file
+(whose pid the kernel has since reused) is never mistaken for a running server.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+def pid_alive(pid):
+    """True if ``pid`` exists and is not a zombie (reaps it first if it is our child)."""
+    if not pid:
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            state = next((line.split()[1] for line in f if line.startswith("State:")), "?")
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def owned_alive(proc, pid):
+    """True if ``proc`` (our Popen child, or None) is ``pid`` and still running.
+
+    Right after ``exec`` /proc/<pid>/cmdline can briefly read empty, so children we
+    started ourselves are recognised by their Popen object rather than by their argv.
+    """
+    return proc is not None and proc.pid == pid and proc.poll() is None
+
+
+def pid_cmdline(pid):
+    """The argv of ``pid`` as a list of strings ([] if it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def read_pid(path):
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_dead(pids, timeout_s):
+    """Wait until none of ``pids`` is alive; return the ones still alive at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    alive = [p for p in pids if pid_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if pid_alive(p)]
+    return alive
+
+
+def terminate(pids, timeout_s=5.0):
+    """SIGTERM (and SIGCONT, in case a test stopped them), then SIGKILL after ``timeout_s``."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        send_signal(pids, sig)
+    survivors = wait_dead(pids, timeout_s)
+    send_signal(survivors, signal.SIGKILL)
+    return not wait_dead(survivors, 10.0)
+
+
+def send_signal(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def spawn(argv, out_path, cwd=None, env=None, die_with_parent=False):
+    """Start ``argv`` in its own session with stdout/stderr appended to ``out_path``.
+
+    ``die_with_parent`` asks the kernel to SIGKILL the child when this process dies
+    (PR_SET_PDEATHSIG), so a test run that is killed leaves no servers behind.
+    """
+    with open(out_path, "ab") as out:
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, close_fds=True,
+                                start_new_session=True,
+                                preexec_fn=_die_with_parent if die_with_parent else None)
+
+
+def _die_with_parent():
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+def port_free(port, host=HOST):
+    """True if a server could bind ``host:port`` (SO_REUSEADDR, like the JVM does)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_open(port, host=HOST, timeout_s=0.5):
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return f"({path}: missing)"
+    return "\n".join(text.splitlines()[-lines:])

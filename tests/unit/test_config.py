@@ -1,0 +1,61 @@
+"""Broker configuration: Kafka names, typed values, and errors that name the key."""
+import pytest
+
+from kafka_ha.config import BrokerConfig, ConfigError, topic_setting, validate_topic_config
+
+BASE = {"broker.id": 1, "zookeeper.connect": "127.0.0.1:2181"}
+
+
+def test_defaults_and_types(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("broker.id: 3\nzookeeper.connect: 'h:1/x'\nport: 9999\nlog.dirs: /a,/b\n"
+                    "unclean.leader.election.enable: 'true'\n")
+    cfg = BrokerConfig.load(path)
+    assert cfg.broker_id == 3
+    assert cfg["port"] == 9999
+    assert cfg.log_dirs == ("/a", "/b")
+    assert cfg["unclean.leader.election.enable"] is True
+    assert cfg["min.insync.replicas"] == 1
+    assert cfg.session_timeout_ms == 6000
+
+
+def test_unknown_key_is_named_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'zookeeper.session.tmeout.ms'"
+                                          r".*did you mean 'zookeeper.session.timeout.ms'"):
+        BrokerConfig({**BASE, "zookeeper.session.tmeout.ms": 4000})
+
+
+@pytest.mark.parametrize("key, value", [
+    ("port", "abc"), ("broker.id", True), ("min.insync.replicas", 0),
+    ("delete.topic.enable", "yes"), ("listeners", "SSL://h:1"),
+])
+def test_bad_values_name_the_key(key, value):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        BrokerConfig({**BASE, key: value})
+
+
+def test_missing_required_key():
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        BrokerConfig({"broker.id": 1})
+
+
+def test_not_a_mapping(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        BrokerConfig.load(path)
+
+
+def test_listeners_override_host_and_port():
+    cfg = BrokerConfig({**BASE, "listeners": "PLAINTEXT://127.0.0.2:9100"})
+    assert cfg.bind_address == ("127.0.0.2", 9100)
+    assert cfg.advertised_address == ("127.0.0.2", 9100)
+
+
+def test_topic_overrides():
+    cfg = BrokerConfig(BASE)
+    assert topic_setting("unclean.leader.election.enable", {}, cfg) is False
+    assert topic_setting("unclean.leader.election.enable",
+                         {"unclean.leader.election.enable": "true"}, cfg) is True
+    with pytest.raises(ConfigError, match='Unknown configuration "retention.msx"'):
+        validate_topic_config({"retention.msx": "1"})

@@ -1,0 +1,570 @@
+"""Znode codecs against Kafka's bytes, the JSON Schemas and malformed input.
+
+Expected bytes come from ``shared/reference/znodes.md``; every encode result is
+also validated against ``zk_schemas/`` so a codec and its schema cannot drift.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import pytest
+
+from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from kafka_ha.zk import admin_znodes, znodes
+from kafka_ha.zk.admin_znodes import (ConfigChangeZNode, ConsumerOffsetZNode, DeleteTopicZNode,
+                                      IsrChangeNotificationZNode, PreferredReplicaElectionZNode,
+                                      ReassignPartitionsZNode, TopicConfigZNode)
+from kafka_ha.zk.errors import DuplicatePartitions, MalformedZnode
+from kafka_ha.zk.schemas import FAMILIES, SCHEMA_DIR, load_schema, validate_znode
+from kafka_ha.zk.znodes import (PERSISTENT_PATHS, BrokerIdZNode, ClusterIdZNode,
+                                ControllerEpochZNode, ControllerZNode, PartitionStateZNode,
+                                TopicPartitionStateZNode, TopicPartitionsZNode,
+                                TopicPartitionZNode, TopicZNode, validate_topic_name)
+
+TP = TopicPartition
+STATE_PATH = "/brokers/topics/t/partitions/0/state"
+BROKER_PATH = "/brokers/ids/1"
+TOPIC_PATH = "/brokers/topics/t"
+CLUSTER_ID = "Zx9Yq3-_aBcDeFgHiJkLmN"
+
+CODECS = [
+    BrokerIdZNode, TopicZNode, TopicPartitionStateZNode, ControllerZNode, ControllerEpochZNode,
+    ClusterIdZNode, ReassignPartitionsZNode, PreferredReplicaElectionZNode, DeleteTopicZNode,
+    TopicConfigZNode, ConfigChangeZNode, IsrChangeNotificationZNode, ConsumerOffsetZNode,
+]
+
+BROKER = BrokerInfo(1, "h1", 9092, jmx_port=-1, timestamp_ms=1420000000000,
+                    endpoints=("PLAINTEXT://h1:9092",), epoch=-1)
+
+
+# --- Schemas ---------------------------------------------------------------------
+
+
+def test_every_family_has_exactly_one_schema_file_and_one_codec() -> None:
+    assert sorted(p.stem for p in SCHEMA_DIR.glob("*.json")) == sorted(FAMILIES)
+    assert sorted(codec.SCHEMA for codec in CODECS) == sorted(FAMILIES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_schema_is_valid_draft_2020_12_with_title_and_path(family: str) -> None:
+    schema = load_schema(family)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"]
+    assert schema["description"].startswith("/")  # it names the znode path first
+
+
+def test_load_schema_rejects_unknown_and_path_like_names() -> None:
+    for name in ("nope", "../setup", "controller.json"):
+        with pytest.raises(ValueError, match="unknown znode family"):
+            load_schema(name)
+
+
+# --- Encode: exact bytes, schema, round trip --------------------------------------
+
+# (family, encode() thunk, decode(bytes) function, the value decode must give back)
+ROUND_TRIPS: list[Any] = [
+    pytest.param("broker_registration", lambda: BrokerIdZNode.encode(BROKER),
+                 lambda d: BrokerIdZNode.decode(d, BROKER_PATH), BROKER, id="broker"),
+    pytest.param("broker_registration",
+                 lambda: BrokerIdZNode.encode(BrokerInfo(2, "::1", 9093, 9999, 5, rack="r1")),
+                 lambda d: BrokerIdZNode.decode(d, "/brokers/ids/2", czxid=77),
+                 BrokerInfo(2, "::1", 9093, 9999, 5, ("PLAINTEXT://[::1]:9093",), "r1", 77),
+                 id="broker-ipv6-rack"),
+    pytest.param("topic_assignment",
+                 lambda: TopicZNode.encode(TopicAssignment("t", {0: (1, 2, 3), 1: (2, 3, 1)})),
+                 lambda d: TopicZNode.decode(d, TOPIC_PATH, zk_version=3),
+                 TopicAssignment("t", {0: (1, 2, 3), 1: (2, 3, 1)}, 3), id="topic"),
+    pytest.param("partition_state",
+                 lambda: PartitionStateZNode.encode(LeaderAndIsr(-1, 4, (), 2)),
+                 lambda d: PartitionStateZNode.decode(d, STATE_PATH, zk_version=9),
+                 LeaderAndIsr(-1, 4, (), 2, 9), id="state-no-leader"),
+    pytest.param("controller", lambda: ControllerZNode.encode(3, 1420000000000),
+                 ControllerZNode.decode, 3, id="controller"),
+    pytest.param("controller_epoch", lambda: ControllerEpochZNode.encode(0),
+                 ControllerEpochZNode.decode, 0, id="controller-epoch"),
+    pytest.param("cluster_id", lambda: ClusterIdZNode.encode(CLUSTER_ID),
+                 ClusterIdZNode.decode, CLUSTER_ID, id="cluster-id"),
+    pytest.param("reassign_partitions",
+                 lambda: ReassignPartitionsZNode.encode({TP("b", 1): [3, 1], TP("a", 0): [2]}),
+                 ReassignPartitionsZNode.decode, {TP("b", 1): (3, 1), TP("a", 0): (2,)},
+                 id="reassign"),
+    pytest.param("preferred_replica_election",
+                 lambda: PreferredReplicaElectionZNode.encode([TP("b", 1), TP("a", 0)]),
+                 PreferredReplicaElectionZNode.decode, [TP("b", 1), TP("a", 0)],
+                 id="preferred-election"),
+    pytest.param("delete_topic_marker", DeleteTopicZNode.encode,
+                 lambda d: DeleteTopicZNode.decode(d, DeleteTopicZNode.path("t")), None,
+                 id="delete-marker"),
+    pytest.param("isr_change_notification",
+                 lambda: IsrChangeNotificationZNode.encode([TP("t", 1), TP("u", 0)]),
+                 lambda d: IsrChangeNotificationZNode.decode(d, IsrChangeNotificationZNode.path(7)),
+                 [TP("t", 1), TP("u", 0)], id="isr-change"),
+    pytest.param("topic_config",
+                 lambda: TopicConfigZNode.encode({"retention.ms": "1000", "cleanup.policy": "é"}),
+                 lambda d: TopicConfigZNode.decode(d, "/config/topics/t"),
+                 {"retention.ms": "1000", "cleanup.policy": "é"}, id="topic-config"),
+    pytest.param("config_change_notification", lambda: ConfigChangeZNode.encode("my.topic"),
+                 lambda d: ConfigChangeZNode.decode(d, ConfigChangeZNode.path(0)), "my.topic",
+                 id="config-change"),
+    pytest.param("consumer_offset", lambda: ConsumerOffsetZNode.encode(42),
+                 lambda d: ConsumerOffsetZNode.decode(d, "/consumers/g/offsets/t/0"), 42,
+                 id="consumer-offset"),
+]
+
+
+@pytest.mark.parametrize("family, encode, decode, value", ROUND_TRIPS)
+def test_encode_validates_against_schema_and_round_trips(
+        family: str, encode: Callable[[], bytes], decode: Callable[[bytes], Any],
+        value: Any) -> None:
+    data = encode()
+    assert isinstance(data, bytes)
+    validate_znode(family, data)
+    assert b" " not in data and b"\\/" not in data  # compact, slashes unescaped
+    assert decode(data) == value
+
+
+KAFKA_BYTES = [
+    pytest.param(lambda: PartitionStateZNode.encode(LeaderAndIsr(1, 0, (1, 2, 3), 1)),
+                 b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}',
+                 id="partition-state"),
+    pytest.param(lambda: BrokerIdZNode.encode(BrokerInfo(1, "h1", 9092,
+                                                         timestamp_ms=1420000000000)),
+                 b'{"jmx_port":-1,"timestamp":"1420000000000","endpoints":["PLAINTEXT://h1:9092"],'
+                 b'"host":"h1","version":2,"port":9092}', id="broker-v2"),
+    pytest.param(lambda: TopicZNode.encode(TopicAssignment("t", {1: (2, 3, 1), 0: (1, 2, 3)})),
+                 b'{"version":1,"partitions":{"0":[1,2,3],"1":[2,3,1]}}', id="topic"),
+    pytest.param(lambda: ControllerZNode.encode(1, 1420000000000),
+                 b'{"version":1,"brokerid":1,"timestamp":"1420000000000"}', id="controller"),
+    pytest.param(lambda: ControllerEpochZNode.encode(5), b"5", id="controller-epoch"),
+    pytest.param(lambda: ReassignPartitionsZNode.encode({TP("t", 0): (4, 5, 6)}),
+                 b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[4,5,6]}]}',
+                 id="reassign"),
+    pytest.param(lambda: PreferredReplicaElectionZNode.encode([TP("t", 0)]),
+                 b'{"version":1,"partitions":[{"topic":"t","partition":0}]}', id="preferred"),
+    pytest.param(lambda: IsrChangeNotificationZNode.encode([TP("t", 0)]),
+                 b'{"version":1,"partitions":[{"topic":"t","partition":0}]}', id="isr-change"),
+    pytest.param(lambda: TopicConfigZNode.encode({"retention.ms": "1000"}),
+                 b'{"version":1,"config":{"retention.ms":"1000"}}', id="topic-config"),
+    pytest.param(lambda: ConfigChangeZNode.encode("t"),
+                 b'{"version":2,"entity_path":"topics/t"}', id="config-change"),
+    pytest.param(DeleteTopicZNode.encode, b"", id="delete-marker"),
+    pytest.param(lambda: ConsumerOffsetZNode.encode(42), b"42", id="consumer-offset"),
+    pytest.param(lambda: ClusterIdZNode.encode(CLUSTER_ID),
+                 b'{"version":"1","id":"' + CLUSTER_ID.encode() + b'"}', id="cluster-id"),
+]
+
+
+@pytest.mark.parametrize("encode, expected", KAFKA_BYTES)
+def test_encode_gives_kafkas_bytes(encode: Callable[[], bytes], expected: bytes) -> None:
+    assert encode() == expected
+
+
+def test_broker_with_rack_is_written_as_v3() -> None:
+    data = json.loads(BrokerIdZNode.encode(BrokerInfo(1, "h1", 9092, rack="dc1")))
+    assert (data["version"], data["rack"], data["host"], data["port"]) == (3, "dc1", "h1", 9092)
+
+
+def test_generated_cluster_id_has_kafkas_shape() -> None:
+    cluster_id = ClusterIdZNode.generate()
+    validate_znode("cluster_id", ClusterIdZNode.encode(cluster_id))
+    assert cluster_id != ClusterIdZNode.generate()
+
+
+# --- Decode: the tolerant forms ----------------------------------------------------
+
+V1_BROKER = b'{"jmx_port":-1,"timestamp":"1420000000000","host":"h1","version":1,"port":9092}'
+V4_BROKER = (b'{"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},'
+             b'"endpoints":["CLIENT://h1:9093","REPLICATION://h1:9092"],"rack":"dc1",'
+             b'"jmx_port":9999,"host":"h1","timestamp":"1","port":9092,"version":4}')
+
+
+@pytest.mark.parametrize("data", [V1_BROKER, V4_BROKER], ids=["v1", "v4"])
+def test_kafka_broker_registrations_match_schema(data: bytes) -> None:
+    validate_znode("broker_registration", data)
+
+
+def test_decode_broker_v1_uses_top_level_host_and_port() -> None:
+    info = BrokerIdZNode.decode(V1_BROKER, "/brokers/ids/7", czxid=0x16)
+    assert info == BrokerInfo(7, "h1", 9092, -1, 1420000000000, ("PLAINTEXT://h1:9092",),
+                              None, 0x16)
+
+
+def test_decode_broker_v4_keeps_endpoints_rack_and_jmx_port() -> None:
+    info = BrokerIdZNode.decode(V4_BROKER, BROKER_PATH)
+    assert (info.host, info.port, info.jmx_port, info.rack) == ("h1", 9092, 9999, "dc1")
+    assert info.endpoints == ("CLIENT://h1:9093", "REPLICATION://h1:9092")
+
+
+@pytest.mark.parametrize("extra", [
+    b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},"version":4',
+    b'"listener_security_protocol_map":{"CLIENT":"SSL","REPLICATION":"PLAINTEXT"},'
+    b'"features":{},"version":5',
+], ids=["v4", "v5"])
+def test_decode_broker_with_null_host_takes_first_plaintext_endpoint(extra: bytes) -> None:
+    data = (b'{"host":null,"port":-1,"jmx_port":-1,"timestamp":"1",'
+            b'"endpoints":["CLIENT://ssl-host:9093","REPLICATION://[::1]:9094"],' + extra + b'}')
+    validate_znode("broker_registration", data)
+    info = BrokerIdZNode.decode(data, BROKER_PATH)
+    assert (info.host, info.port) == ("::1", 9094)
+
+
+def test_decode_partition_state_ignores_order_spaces_and_unknown_keys() -> None:
+    data = b'{ "isr" : [2, 1], "leader_recovery_state": 0, "leader": 2,\n"version": 1, ' \
+           b'"controller_epoch": 7, "leader_epoch": 3 }'
+    assert TopicPartitionStateZNode.decode(data, STATE_PATH) == LeaderAndIsr(2, 3, (2, 1), 7)
+
+
+def test_decode_topic_ignores_reassignment_keys_of_kafka_2_4() -> None:
+    data = (b'{"version":2,"partitions":{"1":[2],"0":[1]},'
+            b'"adding_replicas":{},"removing_replicas":{}}')
+    assignment = TopicZNode.decode(data, TOPIC_PATH)
+    assert assignment.partitions == {0: (1,), 1: (2,)}
+    assert list(assignment.partitions) == [0, 1]
+
+
+@pytest.mark.parametrize("data", [
+    b'{"partitions": [{"partition": 0, "replicas": [2, 3, 4], "topic": "bar"}], "version": 1}',
+    b'{"partitions":[{"topic":"bar","replicas":[2,3,4],"partition":0,"log_dirs":["any"]}]}',
+], ids=["spaces-sorted-version-last", "no-version-extra-key"])
+def test_decode_reassignment_written_by_other_tools(data: bytes) -> None:
+    assert ReassignPartitionsZNode.decode(data) == {TP("bar", 0): (2, 3, 4)}
+
+
+def test_decode_reassignment_keeps_replica_order_for_leader_only_moves() -> None:
+    data = b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,1,3]}]}'
+    assert ReassignPartitionsZNode.decode(data)[TP("t", 0)] == (2, 1, 3)
+
+
+def test_decode_preferred_election_without_version_keeps_order() -> None:
+    data = b'{"partitions": [{"topic": "b", "partition": 2}, {"topic": "a", "partition": 0}]}'
+    assert PreferredReplicaElectionZNode.decode(data) == [TP("b", 2), TP("a", 0)]
+
+
+@pytest.mark.parametrize("data", [b"1", b" 1\n", b'{"brokerid":1}',
+                                  b'{"timestamp":"2","brokerid":1,"version":1}'])
+def test_decode_controller_accepts_legacy_int_and_any_key_order(data: bytes) -> None:
+    assert ControllerZNode.decode(data) == 1
+
+
+@pytest.mark.parametrize("data", [None, b"", b"10.0.0.1"])
+def test_decode_delete_marker_accepts_null_empty_and_foreign_bytes(data: bytes | None) -> None:
+    assert DeleteTopicZNode.decode(data, DeleteTopicZNode.path("t")) is None
+    validate_znode("delete_topic_marker", None)
+
+
+@pytest.mark.parametrize("data, topic", [
+    (b'"t"', "t"),
+    (b'{"version":1,"entity_type":"topics","entity_name":"t"}', "t"),
+    (b'{"version":2,"entity_path":"topics/t"}', "t"),
+    (b'{"entity_path": "topics/t"}', "t"),
+    (b'{"version":2,"entity_path":"clients/app"}', None),
+    (b'{"version":1,"entity_type":"users","entity_name":"u"}', None),
+], ids=["0.8.2", "0.9", "0.10.1", "no-version", "v2-client", "v1-user"])
+def test_decode_config_change_all_three_forms(data: bytes, topic: str | None) -> None:
+    assert ConfigChangeZNode.decode(data, ConfigChangeZNode.path(3)) == topic
+
+
+@pytest.mark.parametrize("data", [b'"t"', b'{"version":1,"entity_type":"topics","entity_name":"t"}',
+                                  b'{"version":2,"entity_path":"users/u/clients/c"}'])
+def test_config_change_schema_accepts_the_older_forms(data: bytes) -> None:
+    validate_znode("config_change_notification", data)
+
+
+@pytest.mark.parametrize("data", [None, b""])
+def test_decode_topic_config_without_data_means_no_overrides(data: bytes | None) -> None:
+    assert TopicConfigZNode.decode(data, "/config/topics/t") == {}
+
+
+def test_decode_isr_change_reads_each_partition_once() -> None:
+    data = b'{"version":1,"partitions":[{"topic":"t","partition":0},{"partition":0,"topic":"t"}]}'
+    assert IsrChangeNotificationZNode.decode(data, "/isr_change_notification/x") == [TP("t", 0)]
+
+
+def test_decode_cluster_id_ignores_version_type() -> None:
+    assert ClusterIdZNode.decode(b'{"id":"abc","version":1}') == "abc"
+
+
+def test_decode_consumer_offset_sentinel() -> None:
+    assert ConsumerOffsetZNode.decode(b"-1", "/consumers/g/offsets/t/0") == -1
+
+
+# --- Decode: malformed input ---------------------------------------------------------
+
+state = TopicPartitionStateZNode.decode
+GOOD_STATE = {"version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1, 2]}
+
+
+def _state(**changes: Any) -> bytes:
+    obj = {**GOOD_STATE, **changes}
+    return json.dumps({k: v for k, v in obj.items() if v is not ...}).encode()
+
+
+MALFORMED: list[Any] = [
+    # (decode function, path, data, words the reason must contain)
+    pytest.param(state, STATE_PATH, b"{", "not valid JSON", id="not-json"),
+    pytest.param(state, STATE_PATH, b"\xff", "not UTF-8", id="not-utf8"),
+    pytest.param(state, STATE_PATH, None, "no data", id="null"),
+    pytest.param(state, STATE_PATH, b"[1]", "JSON object", id="array"),
+    pytest.param(state, STATE_PATH, b'{"leader":1,"leader":2}', "duplicate key", id="dup-key"),
+    pytest.param(state, STATE_PATH, b'{"leader":NaN}', "NaN", id="nan"),
+    pytest.param(state, STATE_PATH, _state(leader="1"), "leader must be an integer", id="str-int"),
+    pytest.param(state, STATE_PATH, _state(leader=True), "got true", id="bool-leader"),
+    pytest.param(state, STATE_PATH, _state(leader=1.0), "leader must be an integer", id="float"),
+    pytest.param(state, STATE_PATH, _state(leader=-2), ">= -1, got -2", id="leader-minus-2"),
+    pytest.param(state, STATE_PATH, _state(leader_epoch=-1), "leader_epoch", id="neg-epoch"),
+    pytest.param(state, STATE_PATH, _state(controller_epoch=-1), "controller_epoch",
+                 id="neg-controller-epoch"),
+    pytest.param(state, STATE_PATH, _state(isr=[1, 2, 1]), "more than once", id="dup-isr"),
+    pytest.param(state, STATE_PATH, _state(isr=[1, True]), "isr[1]", id="bool-in-isr"),
+    pytest.param(state, STATE_PATH, _state(isr="1,2"), "list of broker ids", id="isr-string"),
+    pytest.param(state, STATE_PATH, _state(isr=...), 'missing key "isr"', id="missing-isr"),
+    pytest.param(state, STATE_PATH, _state(leader=...), 'missing key "leader"',
+                 id="missing-leader"),
+    pytest.param(state, STATE_PATH, _state(version=True), "version", id="bool-version"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH,
+                 b'{"version":1,"partitions":{"0":[]}}', "must not be empty", id="empty-replicas"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH,
+                 b'{"version":1,"partitions":{"x":[1]}}', 'partition id "x"', id="key-x"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH,
+                 b'{"version":1,"partitions":{"-1":[1]}}', 'partition id "-1"', id="key-neg"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH,
+                 b'{"version":1,"partitions":{"0":[1],"00":[2]}}', "more than once",
+                 id="key-collision"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH,
+                 b'{"version":1,"partitions":{"0":[1,1]}}', "more than once", id="dup-replicas"),
+    pytest.param(lambda d, p: TopicZNode.decode(d, p), TOPIC_PATH, b'{"version":1}',
+                 'missing key "partitions"', id="topic-missing-partitions"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":2,"host":"h","port":1,"jmx_port":-1,"timestamp":"1"}',
+                 'missing key "endpoints"', id="broker-v2-no-endpoints"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":1,"port":1,"jmx_port":-1,"timestamp":"1"}',
+                 'missing key "host"', id="broker-v1-no-host"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":1,"host":"h","port":"9092","jmx_port":-1}', "port",
+                 id="broker-port-string"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":1,"host":"h","port":9092,"timestamp":1}', "string of digits",
+                 id="broker-timestamp-int"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":4,"host":null,"port":-1,"endpoints":["SSL://h:9093"]}',
+                 "no PLAINTEXT endpoint", id="broker-no-plaintext"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), BROKER_PATH,
+                 b'{"version":2,"host":"h","port":1,"endpoints":["h:1"]}', "endpoints[0]",
+                 id="broker-bad-endpoint"),
+    pytest.param(lambda d, p: BrokerIdZNode.decode(d, p), "/brokers/ids/x", V1_BROKER,
+                 "broker id", id="broker-path"),
+    pytest.param(lambda d, p: ControllerZNode.decode(d, p), "/controller", b"true",
+                 "JSON object", id="controller-true"),
+    pytest.param(lambda d, p: ControllerZNode.decode(d, p), "/controller", b"-1",
+                 "controller id", id="controller-negative"),
+    pytest.param(lambda d, p: ControllerZNode.decode(d, p), "/controller", b'{"version":1}',
+                 'missing key "brokerid"', id="controller-missing"),
+    pytest.param(lambda d, p: ControllerEpochZNode.decode(d, p), "/controller_epoch", b"abc",
+                 "decimal integer", id="epoch-text"),
+    pytest.param(lambda d, p: ControllerEpochZNode.decode(d, p), "/controller_epoch", b"+5",
+                 "decimal integer", id="epoch-plus"),
+    pytest.param(lambda d, p: ControllerEpochZNode.decode(d, p), "/controller_epoch", b"-1",
+                 ">= 0", id="epoch-negative"),
+    pytest.param(lambda d, p: ControllerEpochZNode.decode(d, p), "/controller_epoch", b"",
+                 "decimal integer", id="epoch-empty"),
+    pytest.param(lambda d, p: ClusterIdZNode.decode(d, p), "/cluster/id", b'{"version":"1"}',
+                 'missing key "id"', id="cluster-id-missing"),
+    pytest.param(lambda d, p: ReassignPartitionsZNode.decode(d, p), "/admin/reassign_partitions",
+                 b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[]}]}',
+                 "partitions[0].replicas must not be empty", id="reassign-empty-replicas"),
+    pytest.param(lambda d, p: ReassignPartitionsZNode.decode(d, p), "/admin/reassign_partitions",
+                 b'{"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+                 b'{"topic":"t","partition":0,"replicas":[2]}]}', "more than once",
+                 id="reassign-dup-partition"),
+    pytest.param(lambda d, p: ReassignPartitionsZNode.decode(d, p), "/admin/reassign_partitions",
+                 b'{"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}',
+                 "partitions[0].partition", id="reassign-partition-string"),
+    pytest.param(lambda d, p: ReassignPartitionsZNode.decode(d, p), "/admin/reassign_partitions",
+                 b'{"partitions":[{"partition":0,"replicas":[1]}]}',
+                 'missing key partitions[0]."topic"', id="reassign-missing-topic"),
+    pytest.param(lambda d, p: PreferredReplicaElectionZNode.decode(d, p),
+                 "/admin/preferred_replica_election", b'{"version":1}',
+                 'missing key "partitions"', id="preferred-missing"),
+    pytest.param(lambda d, p: TopicConfigZNode.decode(d, p), "/config/topics/t",
+                 b'{"version":1,"config":{"retention.ms":1000}}', "must be a string",
+                 id="config-int-value"),
+    pytest.param(lambda d, p: ConfigChangeZNode.decode(d, p), "/config/changes/config_change_1",
+                 b'{"version":3,"entity_path":"topics/t"}', "unsupported", id="change-v3"),
+    pytest.param(lambda d, p: ConfigChangeZNode.decode(d, p), "/config/changes/config_change_1",
+                 b'{"version":2,"entity_path":"topics"}', "<type>/<name>", id="change-no-name"),
+    pytest.param(lambda d, p: ConfigChangeZNode.decode(d, p), "/config/changes/config_change_1",
+                 b"5", "object or a topic name", id="change-int"),
+    pytest.param(lambda d, p: IsrChangeNotificationZNode.decode(d, p), "/isr_change_notification/i",
+                 b'{"version":1,"partitions":[{"topic":"t","partition":-1}]}',
+                 "partitions[0].partition", id="isr-change-negative"),
+    pytest.param(lambda d, p: ConsumerOffsetZNode.decode(d, p), "/consumers/g/offsets/t/0",
+                 b"4x", "decimal integer", id="offset-text"),
+]
+
+
+@pytest.mark.parametrize("decode, path, data, reason", MALFORMED)
+def test_malformed_data_raises_naming_the_path(
+        decode: Callable[[bytes | None, str], Any], path: str, data: bytes | None,
+        reason: str) -> None:
+    with pytest.raises(MalformedZnode) as caught:
+        decode(data, path)
+    assert isinstance(caught.value, ValueError)
+    assert caught.value.path == path
+    assert str(caught.value).startswith(f"{path}: ")
+    assert reason in caught.value.reason
+
+
+def test_preferred_election_duplicates_have_their_own_error_and_kafkas_message() -> None:
+    data = b'{"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"u","partition":1},' \
+           b'{"topic":"t","partition":0}]}'
+    with pytest.raises(DuplicatePartitions) as caught:
+        PreferredReplicaElectionZNode.decode(data)
+    assert caught.value.duplicates == (TP("t", 0),)
+    assert str(caught.value) == ("/admin/preferred_replica_election: Preferred replica election "
+                                 "data contains duplicate partitions: [t,0]")
+    with pytest.raises(DuplicatePartitions):
+        PreferredReplicaElectionZNode.encode([TP("t", 0), TP("t", 0)])
+
+
+# --- Encode refuses values its own decoder (or Kafka) would reject ------------------
+
+
+@pytest.mark.parametrize("encode", [
+    lambda: PartitionStateZNode.encode(LeaderAndIsr(-2, 0, (1,), 1)),
+    lambda: PartitionStateZNode.encode(LeaderAndIsr(1, -1, (1,), 1)),
+    lambda: PartitionStateZNode.encode(LeaderAndIsr(1, 0, (1, 1), 1)),
+    lambda: PartitionStateZNode.encode(LeaderAndIsr(True, 0, (1,), 1)),
+    lambda: TopicZNode.encode(TopicAssignment("t", {0: ()})),
+    lambda: TopicZNode.encode(TopicAssignment("t", {})),
+    lambda: TopicZNode.encode(TopicAssignment("t", {-1: (1,)})),
+    lambda: BrokerIdZNode.encode(BrokerInfo(1, "", 9092)),
+    lambda: BrokerIdZNode.encode(BrokerInfo(1, "h", 70000)),
+    lambda: BrokerIdZNode.encode(BrokerInfo(1, "h", 1, endpoints=("h:1",))),
+    lambda: ControllerZNode.encode(-1, 0),
+    lambda: ControllerEpochZNode.encode(-1),
+    lambda: ClusterIdZNode.encode("short"),
+    lambda: ReassignPartitionsZNode.encode({}),
+    lambda: ReassignPartitionsZNode.encode({TP("t", 0): [1, 1]}),
+    lambda: PreferredReplicaElectionZNode.encode([]),
+    lambda: IsrChangeNotificationZNode.encode([]),
+    lambda: TopicConfigZNode.encode({"retention.ms": 1000}),
+    lambda: ConfigChangeZNode.encode("a/b"),
+    lambda: ConsumerOffsetZNode.encode(-2),
+])
+def test_encode_rejects_invalid_values(encode: Callable[[], bytes]) -> None:
+    with pytest.raises(ValueError):
+        encode()
+
+
+# --- The schemas are strict about what Kafka writes --------------------------------
+
+
+@pytest.mark.parametrize("family, data", [
+    ("partition_state", b'{"controller_epoch":1,"leader":"1","version":1,"leader_epoch":0,'
+                        b'"isr":[1]}'),
+    ("partition_state", b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,'
+                        b'"isr":[1],"x":1}'),
+    ("partition_state", b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,'
+                        b'"isr":[1,1]}'),
+    ("broker_registration", b'{"jmx_port":-1,"timestamp":1,"host":"h1","version":1,"port":9092}'),
+    ("broker_registration", b'{"jmx_port":-1,"timestamp":"1","host":"h1","version":1,"port":9092,'
+                            b'"endpoints":["PLAINTEXT://h1:9092"]}'),
+    ("broker_registration", b'{"jmx_port":-1,"timestamp":"1","host":"h1","version":2,"port":9092}'),
+    ("broker_registration", b'{"jmx_port":-1,"timestamp":"1","host":"h1","version":2,"port":9092,'
+                            b'"endpoints":[],"owner":"x"}'),
+    ("topic_assignment", b'{"version":1,"partitions":{"0":[1,2],"x":[1]}}'),
+    ("controller", b'{"version":1,"brokerid":1,"timestamp":1420000000000}'),
+    ("controller_epoch", b"-1"),
+    ("reassign_partitions", b'{"partitions":[{"topic":"t","partition":0,"replicas":[1]}]}'),
+    ("topic_config", b'{"version":1,"config":{"retention.ms":1000}}'),
+    ("cluster_id", b'{"version":1,"id":"Zx9Yq3-_aBcDeFgHiJkLmN"}'),
+    ("delete_topic_marker", b"{}"),
+])
+def test_schema_rejects_what_kafka_would_not_write(family: str, data: bytes) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        validate_znode(family, data)
+
+
+# --- Paths ---------------------------------------------------------------------------
+
+
+def test_paths() -> None:
+    assert BrokerIdZNode.path(3) == "/brokers/ids/3"
+    assert TopicZNode.path("t") == "/brokers/topics/t"
+    assert TopicPartitionsZNode.path("t") == "/brokers/topics/t/partitions"
+    assert TopicPartitionZNode.path("t", 2) == "/brokers/topics/t/partitions/2"
+    assert TopicPartitionStateZNode.path("t", 2) == "/brokers/topics/t/partitions/2/state"
+    assert DeleteTopicZNode.path("t") == "/admin/delete_topics/t"
+    assert TopicConfigZNode.path("t") == "/config/topics/t"
+    assert ConsumerOffsetZNode.path("g", "t", 0) == "/consumers/g/offsets/t/0"
+    assert ControllerZNode.PATH == "/controller"
+    assert ControllerEpochZNode.PATH == "/controller_epoch"
+    assert ClusterIdZNode.PATH == "/cluster/id"
+    assert ReassignPartitionsZNode.PATH == "/admin/reassign_partitions"
+    assert PreferredReplicaElectionZNode.PATH == "/admin/preferred_replica_election"
+    assert ConfigChangeZNode.PREFIX == "/config/changes/config_change_"
+    assert ConfigChangeZNode.path(12) == "/config/changes/config_change_0000000012"
+    assert IsrChangeNotificationZNode.PREFIX == "/isr_change_notification/isr_change_"
+    assert IsrChangeNotificationZNode.path(3) == "/isr_change_notification/isr_change_0000000003"
+    assert (znodes.BROKER_IDS_PATH, znodes.BROKER_TOPICS_PATH, znodes.BROKER_SEQID_PATH) == (
+        "/brokers/ids", "/brokers/topics", "/brokers/seqid")
+    assert (znodes.DELETE_TOPICS_PATH, znodes.CONFIG_TOPICS_PATH, znodes.CONFIG_CHANGES_PATH,
+            znodes.ISR_CHANGE_NOTIFICATION_PATH) == (
+        "/admin/delete_topics", "/config/topics", "/config/changes", "/isr_change_notification")
+
+
+@pytest.mark.parametrize("build", [
+    lambda: TopicZNode.path("a/b"), lambda: TopicZNode.path(""), lambda: TopicZNode.path(".."),
+    lambda: BrokerIdZNode.path(-1), lambda: BrokerIdZNode.path(True),
+    lambda: TopicPartitionStateZNode.path("t", -1), lambda: ConsumerOffsetZNode.path("g/h", "t", 0),
+])
+def test_paths_refuse_unsafe_components(build: Callable[[], str]) -> None:
+    with pytest.raises(ValueError):
+        build()
+
+
+def test_persistent_paths_cover_0_8_2_and_2_x_startup_lists() -> None:
+    v082 = {"/consumers", "/brokers/ids", "/brokers/topics", "/config/changes", "/config/topics",
+            "/admin/delete_topics"}
+    v2x = {"/brokers/seqid", "/isr_change_notification", "/log_dir_event_notification",
+           "/latest_producer_id_block"}
+    assert v082 | v2x <= set(PERSISTENT_PATHS)
+    assert len(set(PERSISTENT_PATHS)) == len(PERSISTENT_PATHS)
+
+
+def test_admin_codecs_are_reachable_from_znodes_too() -> None:
+    assert znodes.TopicConfigZNode is admin_znodes.TopicConfigZNode
+    with pytest.raises(AttributeError):
+        znodes.NoSuchZNode  # noqa: B018
+
+
+# --- Topic names ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["t", "a.b_c-D9", "x" * 249])
+def test_valid_topic_names(name: str) -> None:
+    validate_topic_name(name)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("", "Topic name is illegal, it can't be empty"),
+    (".", 'Topic name cannot be "." or ".."'),
+    ("..", 'Topic name cannot be "." or ".."'),
+    ("x" * 250, "Topic name is illegal, it can't be longer than 249 characters, topic name: "
+                + "x" * 250),
+    ("a b", 'Topic name "a b" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"),
+    ("é", 'Topic name "é" is illegal, it contains a character other than ASCII '
+          "alphanumerics, '.', '_' and '-'"),
+    ("t\n", 'Topic name "t\n" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"),
+])
+def test_invalid_topic_names_get_kafkas_messages(name: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        validate_topic_name(name)
+    assert str(caught.value) == message
