@@ -80,6 +80,12 @@ class ControllerContext:
         """Partitions with a state but no live leader."""
         return [tp for tp, s in self.states.items() if not self.is_live(s.leader)]
 
+    def partitions_with_dead_members(self) -> list[TopicPartition]:
+        """Partitions whose leader or some ISR member is not live (what a failover must repair)."""
+        live = self.live_broker_ids
+        return [tp for tp, s in self.states.items()
+                if s.leader not in live or not live.issuperset(s.isr)]
+
     def new_partitions(self) -> list[TopicPartition]:
         """Assigned partitions without a state znode yet."""
         return [tp for tp in self.assignments if tp not in self.states and tp not in self.unusable]

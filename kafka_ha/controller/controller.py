@@ -146,7 +146,9 @@ class KafkaController:
         # UpdateMetadata goes out before any LeaderAndIsr so brokers know the
         # live set first (Kafka 2.x); a batch sends its UpdateMetadata first.
         batch.add_update_metadata(self.ctx.live_brokers, self._all_partition_infos())
-        self._bring_online(self.ctx.new_partitions(), self.ctx.offline_partitions(), batch)
+        # Brokers that died while there was no controller: their partitions
+        # are elected and their replicas leave the ISRs now.
+        self._bring_online(self.ctx.new_partitions(), self.ctx.partitions_with_dead_members(), batch)
         for tp, state in self.ctx.states.items():
             replicas = self.ctx.assignments[tp]
             batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))

@@ -277,12 +277,10 @@ class LocalCluster:
 
 
 def format_broker(b):
-    pid = f"pid {b['pid']} " if b["pid"] else ""
     if not b["pid"]:
-        state = "not running"
-    else:
-        state = "listening" if b["listening"] else "starting"
-    return f"broker-{b['id']} {b['address']} {pid}{state}"
+        return f"broker-{b['id']} {b['address']} not running"
+    return f"broker-{b['id']} {b['address']} pid {b['pid']} " + (
+        "listening" if b["listening"] else "starting")
 
 
 CLI_DEFAULTS = {"brokers": 3, "zookeepers": 3, "zk_port": 2181, "broker_port": 9092,
@@ -297,15 +295,16 @@ def _cluster_from_args(args):
     for key, default in CLI_DEFAULTS.items():
         value = getattr(args, key)
         opts[key] = value if value is not None else saved.get(key, default)
+    cluster = LocalCluster(args.dir, brokers=opts["brokers"], zookeepers=opts["zookeepers"],
+                           zk_port=opts["zk_port"], broker_port=opts["broker_port"],
+                           overrides=parse_overrides(opts["broker_config"]),
+                           zk_connect=opts["zk_connect"],
+                           zk_session_timeout_ms=opts["zk_session_timeout_ms"],
+                           start_timeout_s=args.timeout)
     if args.action == "start":
-        Path(args.dir).mkdir(parents=True, exist_ok=True)
+        cluster.dir.mkdir(parents=True, exist_ok=True)
         saved_path.write_text(json.dumps(opts, indent=1) + "\n")
-    return LocalCluster(args.dir, brokers=opts["brokers"], zookeepers=opts["zookeepers"],
-                        zk_port=opts["zk_port"], broker_port=opts["broker_port"],
-                        overrides=parse_overrides(opts["broker_config"]),
-                        zk_connect=opts["zk_connect"],
-                        zk_session_timeout_ms=opts["zk_session_timeout_ms"],
-                        start_timeout_s=args.timeout)
+    return cluster
 
 
 def _print_status(cluster, status):

@@ -4,6 +4,7 @@ Processes are identified by pid files plus their command line, so that a stale p
 (whose pid the kernel has since reused) is never mistaken for a running server.
 """
 
+import ctypes
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 HOST = "127.0.0.1"
+PR_SET_PDEATHSIG = 1
 
 
 def pid_alive(pid):
@@ -91,19 +93,22 @@ def send_signal(pids, sig):
 def spawn(argv, out_path, cwd=None, env=None, die_with_parent=False):
     """Start ``argv`` in its own session with stdout/stderr appended to ``out_path``.
 
-    ``die_with_parent`` asks the kernel to SIGKILL the child when this process dies
-    (PR_SET_PDEATHSIG), so a test run that is killed leaves no servers behind.
+    ``die_with_parent`` asks the kernel to SIGKILL the child when the calling *thread*
+    dies (PR_SET_PDEATHSIG, kept across exec), so a killed test run leaves no servers
+    behind.  Call it from a long-lived thread (the main one in pytest).
     """
+    preexec = _pdeathsig_preexec() if die_with_parent else None
     with open(out_path, "ab") as out:
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, close_fds=True,
-                                start_new_session=True,
-                                preexec_fn=_die_with_parent if die_with_parent else None)
+                                start_new_session=True, preexec_fn=preexec)
 
 
-def _die_with_parent():
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+def _pdeathsig_preexec():
+    # Resolve prctl before forking: the child of a threaded parent must not import or
+    # take locks, it only makes the one foreign call.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
 def port_free(port, host=HOST):
