@@ -1,0 +1,288 @@
+"""``kafka-controller-bench.sh``: controller failover and load times against a floor.
+
+For each cluster size (partitions over topics of ``--partitions-per-topic``,
+RF 3 over 3 brokers, real ZooKeeper ensemble, real broker processes):
+
+1. creation: topic znodes are written directly; time until the controller has
+   created every state znode;
+2. re-election: kill -9 a broker that is not the controller; time from its
+   ephemeral node's deletion to new states written for every partition it
+   led and to LeaderAndIsr acknowledged (from the controller's log line);
+3. the floor, in the same run: raw kazoo conditionally rewriting the same
+   number of state znodes with batched, pipelined multis;
+4. load: kill -9 the controller; the new controller's own load and
+   failover times.
+
+Then the ZooKeeper watch count for 1,000 topics x 3 partitions (``wchs``).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from kafka_ha.admin.assignment import assign_replicas
+from kafka_ha.model import TopicAssignment
+from kafka_ha.tools.local_cluster import LocalCluster
+from kafka_ha.tools.zk_ensemble import Ensemble
+from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.multi_read import get_children_many, get_many
+
+MULTI_CHUNK = 1000
+HANDLED = re.compile(r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] INFO Broker failure \[(?P<dead>[\d, ]+)\] "
+                     r"handled: (?P<affected>\d+) partitions affected, (?P<written>\d+) state znodes "
+                     r"written .* in (?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms",
+                     re.M)
+LOADED = re.compile(r"Controller (?P<id>\d+) epoch (?P<epoch>\d+): loaded \d+ brokers, \d+ topics, "
+                    r"(?P<partitions>\d+) partitions in (?P<load_ms>\d+) ms; failover done in "
+                    r"(?P<failover_ms>\d+) ms")
+
+
+def log_time(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def controller_log(cluster: LocalCluster, broker: int) -> str:
+    path = cluster.broker_dir(broker) / "logs" / "controller.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def progress(message: str) -> None:
+    print(f"  .. {message}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, ensemble: Ensemble) -> None:
+        self.args = args
+        self.ensemble = ensemble
+        self.rows: list[dict] = []
+
+    def cluster(self, name: str) -> tuple[LocalCluster, KazooClient]:
+        chroot = f"/{name}-{int(time.time())}"
+        root = KazooClient(self.ensemble.connect_string)
+        root.start()
+        root.ensure_path(chroot)
+        root.stop()
+        connect = self.ensemble.connect_string + chroot
+        cluster = LocalCluster(Path(self.args.dir) / name, brokers=3, zk_connect=connect,
+                               zk_session_timeout_ms=self.args.session_timeout_ms,
+                               broker_ports=free_ports(3),
+                               overrides={"auto.leader.rebalance.enable": False})
+        cluster.start()
+        zk = KazooClient(connect)
+        zk.start()
+        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 60, "3 registered brokers")
+        wait_for(lambda: zk.exists("/controller"), 60, "a controller")
+        return cluster, zk
+
+    def create_topics(self, zk: KazooClient, partitions: int) -> tuple[list[tuple[str, int]], float]:
+        per_topic = min(self.args.partitions_per_topic, partitions)
+        topics = [f"bench-{t}" for t in range(partitions // per_topic)]
+        started = time.monotonic()
+        pending = [zk.create_async(zn.TopicZNode.path(t), zn.TopicZNode.encode(
+            TopicAssignment(t, assign_replicas([1, 2, 3], per_topic, 3)))) for t in topics]
+        for p in pending:
+            p.get()
+        tps = [(t, p) for t in topics for p in range(per_topic)]
+        paths = [zn.TopicPartitionStateZNode.path(t, p) for t, p in tps]
+        wait_for(lambda: zk.exists(paths[-1]) and all(v is not None for v in get_many(zk, paths).values()),
+                 600, f"{len(paths)} state znodes")
+        return tps, time.monotonic() - started
+
+    def controller_id(self, zk: KazooClient) -> int:
+        return zn.ControllerZNode.decode(zk.get("/controller")[0])
+
+    def reelection(self, cluster: LocalCluster, zk: KazooClient, tps: list) -> dict:
+        controller = self.controller_id(zk)
+        victim = next(b for b in (1, 2, 3) if b != controller)
+        states = {tp: s for tp, s in self.read_states(zk, tps).items()}
+        led = [tp for tp, s in states.items() if s.leader == victim]
+        deleted_at = []
+        gone = threading.Event()
+
+        def watch(event):
+            deleted_at.append(time.time())
+            gone.set()
+        zk.exists(zn.BrokerIdZNode.path(victim), watch=watch)
+        cluster.kill_broker(victim)
+        if not gone.wait(self.args.session_timeout_ms / 1000 + 30):
+            raise TimeoutError("the victim's registration did not expire")
+        match = wait_for(lambda: HANDLED.search(controller_log(cluster, controller)), 600,
+                         "the controller's broker-failure line")
+        done_at = log_time(match["ts"])
+        ack_ms, write_ms = int(match["ack_ms"]), int(match["write_ms"])
+        started_at = done_at - ack_ms / 1000
+        after = self.read_states(zk, led)
+        assert all(after[tp].leader not in (victim, -1) for tp in led), "not every partition moved"
+        cluster.start_broker(victim)
+        return {"led": len(led), "written_ms": (started_at + write_ms / 1000 - deleted_at[0]) * 1000,
+                "acked_ms": (done_at - deleted_at[0]) * 1000, "event_write_ms": write_ms,
+                "affected": int(match["affected"]), "victim": victim, "led_tps": led}
+
+    def read_states(self, zk: KazooClient, tps) -> dict:
+        paths = {zn.TopicPartitionStateZNode.path(*tp): tp for tp in tps}
+        return {paths[p]: zn.TopicPartitionStateZNode.decode(v[0], p, v[1].version)
+                for p, v in get_many(zk, paths).items()}
+
+    def floor(self, zk: KazooClient, tps: list) -> float:
+        """Raw kazoo: conditional rewrite of these state znodes in pipelined 1000-op multis."""
+        paths = [zn.TopicPartitionStateZNode.path(*tp) for tp in tps]
+        current = get_many(zk, paths)
+        started = time.monotonic()
+        pending = []
+        for i in range(0, len(paths), MULTI_CHUNK):
+            txn = zk.transaction()
+            for path in paths[i:i + MULTI_CHUNK]:
+                data, stat = current[path]
+                txn.set_data(path, data, version=stat.version)
+            pending.append(txn.commit_async())
+        for p in pending:
+            results = p.get()
+            assert not any(isinstance(r, Exception) for r in results), results[:3]
+        return (time.monotonic() - started) * 1000
+
+    def load(self, cluster: LocalCluster, zk: KazooClient) -> dict:
+        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 120, "3 live brokers")
+        old = self.controller_id(zk)
+        cluster.kill_broker(old)
+
+        def new_controller_line():
+            for b in (1, 2, 3):
+                if b != old:
+                    for m in LOADED.finditer(controller_log(cluster, b)):
+                        if int(m["epoch"]) > 1 and int(m["id"]) == b:
+                            return m
+            return None
+        m = wait_for(new_controller_line, self.args.session_timeout_ms / 1000 + 600, "a new controller")
+        return {"load_ms": int(m["load_ms"]), "failover_ms": int(m["failover_ms"]),
+                "partitions": int(m["partitions"])}
+
+    def run_size(self, partitions: int, reelect: bool) -> None:
+        print(f"# {partitions} partitions", file=sys.stderr, flush=True)
+        cluster, zk = self.cluster(f"bench-{partitions}")
+        try:
+            tps, create_s = self.create_topics(zk, partitions)
+            progress(f"controller created {len(tps)} partitions in {create_s:.2f} s")
+            row = {"partitions": len(tps), "create_s": create_s}
+            if reelect:
+                r = self.reelection(cluster, zk, tps)
+                progress(f"re-election of {r['led']} partitions: written {r['written_ms']:.0f} ms, "
+                         f"acked {r['acked_ms']:.0f} ms after the deletion")
+                floor_ms = self.floor(zk, r["led_tps"])
+                progress(f"floor: raw kazoo rewrote {r['led']} state znodes in {floor_ms:.0f} ms")
+                row.update(r, floor_ms=floor_ms)
+            row.update(self.load(cluster, zk))
+            progress(f"new controller loaded {row['partitions']} partitions in {row['load_ms']} ms, "
+                     f"failover done in {row['failover_ms']} ms")
+            self.rows.append(row)
+        finally:
+            zk.stop()
+            cluster.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+
+    def watches(self, topics: int) -> int:
+        print(f"# watches for {topics} topics x 3 partitions", file=sys.stderr, flush=True)
+        cluster, zk = self.cluster("bench-watches")
+        try:
+            old = self.args.partitions_per_topic
+            self.args.partitions_per_topic = 3
+            self.create_topics(zk, topics * 3)
+            self.args.partitions_per_topic = old
+            time.sleep(2)
+            return sum(wchs(port) for port in self.ensemble.client_ports)
+        finally:
+            zk.stop()
+            cluster.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def wchs(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"wchs")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    m = re.search(rb"Total watches:\s*(\d+)", data)
+    return int(m.group(1)) if m else 0
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def report(bench: Bench, watches: int | None) -> str:
+    lines = ["| partitions | controller creates all | partitions re-elected | new states written "
+             "| LeaderAndIsr acked | floor: raw kazoo multi rewrite | written / floor "
+             "| new controller load | failover done |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in bench.rows:
+        if "led" in r:
+            ratio = (r["event_write_ms"] / r["floor_ms"]) if r["floor_ms"] else float("nan")
+            mid = (f"{r['led']} | {r['written_ms']:.0f} ms | {r['acked_ms']:.0f} ms | "
+                   f"{r['floor_ms']:.0f} ms | {ratio:.2f}x")
+        else:
+            mid = "- | - | - | - | -"
+        lines.append(f"| {r['partitions']} | {r['create_s']:.2f} s | {mid} | {r['load_ms']} ms "
+                     f"| {r['failover_ms']} ms |")
+    if watches is not None:
+        lines.append("")
+        lines.append(f"ZooKeeper watches (`wchs`, summed over the ensemble) for 1,000 topics x 3 "
+                     f"partitions on 3 brokers: **{watches}**")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafka-controller-bench.sh", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dir", help="working directory (default: a new temporary one)")
+    p.add_argument("--partitions", default="1000,10000", help="sizes with re-election (comma list)")
+    p.add_argument("--load-partitions", default="100000", help="sizes measured for load only")
+    p.add_argument("--partitions-per-topic", type=int, default=100)
+    p.add_argument("--watch-topics", type=int, default=1000, help="0 skips the watch count")
+    p.add_argument("--zk-port", type=int, default=0, help="first ZooKeeper client port (0: free)")
+    p.add_argument("--session-timeout-ms", type=int, default=4000)
+    args = p.parse_args(argv)
+    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-bench-")
+    zk_port = args.zk_port or free_ports(1)[0] // 10 * 10
+    ensemble = Ensemble(Path(args.dir) / "zk", nodes=3, zk_port=zk_port)
+    ensemble.start()
+    bench = Bench(args, ensemble)
+    try:
+        for n in [int(x) for x in args.partitions.split(",") if x]:
+            bench.run_size(n, reelect=True)
+        for n in [int(x) for x in args.load_partitions.split(",") if x]:
+            bench.run_size(n, reelect=False)
+        watches = bench.watches(args.watch_topics) if args.watch_topics else None
+    finally:
+        ensemble.stop()
+    print(report(bench, watches))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
