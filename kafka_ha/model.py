@@ -6,7 +6,7 @@ conditional on it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 NO_LEADER = -1
@@ -34,7 +34,8 @@ class LeaderAndIsr:
     zk_version: int = -1
 
     def with_zk_version(self, zk_version: int) -> LeaderAndIsr:
-        return replace(self, zk_version=zk_version)
+        # The constructor, not dataclasses.replace: this runs once per partition write.
+        return LeaderAndIsr(self.leader, self.leader_epoch, self.isr, self.controller_epoch, zk_version)
 
     def same_content(self, other: LeaderAndIsr) -> bool:
         """Equal apart from the znode version (KAFKA-1382's check)."""

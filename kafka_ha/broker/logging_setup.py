@@ -10,11 +10,13 @@ import os
 import sys
 from pathlib import Path
 
+from kafka_ha.state_change_log import LOGGER_NAME, PrefixEachLine
+
 FORMAT = "[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)"
 DATEFMT = "%Y-%m-%d %H:%M:%S"
 
 # logger name -> file, as Kafka's config/log4j.properties routes them
-ROUTES = {"kafka_ha.controller": "controller.log", "state.change": "state-change.log"}
+ROUTES = {"kafka_ha.controller": "controller.log", LOGGER_NAME: "state-change.log"}
 
 
 def log_dir_for(config_path: str) -> Path:
@@ -25,7 +27,7 @@ def log_dir_for(config_path: str) -> Path:
 
 def configure(log_dir: Path, level: int = logging.INFO) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
-    formatter = logging.Formatter(FORMAT, DATEFMT)
+    formatter = PrefixEachLine(FORMAT, DATEFMT)
 
     def handler(name: str) -> logging.Handler:
         h = logging.FileHandler(log_dir / name, encoding="utf-8")
@@ -44,5 +46,5 @@ def configure(log_dir: Path, level: int = logging.INFO) -> None:
         logger.addHandler(handler(file_name))
         # Controller lines also reach server.log (Kafka's additivity default);
         # state-change lines are too many for it and stay in their own file.
-        logger.propagate = logger_name != "state.change"
+        logger.propagate = logger_name != LOGGER_NAME
     logging.getLogger("kazoo").setLevel(logging.WARNING)

@@ -12,8 +12,9 @@ from typing import Any
 from kafka_ha.model import LEADER_DURING_DELETE, BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.partition_states import from_wire
+from kafka_ha.state_change_log import LOGGER_NAME
 
-state_change = logging.getLogger("state.change")
+state_change = logging.getLogger(LOGGER_NAME)
 
 
 class MetadataCache:

@@ -14,9 +14,10 @@ from typing import Any
 
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.partition_states import from_wire
+from kafka_ha.state_change_log import LOGGER_NAME, StateChangeBatch
 from kafka_ha.protocol.errors import ErrorCode
 
-state_change = logging.getLogger("state.change")
+state_change = logging.getLogger(LOGGER_NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,55 +55,55 @@ class ReplicaManager:
         if self._stale("LeaderAndIsr", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
         errors = []
+        lines = StateChangeBatch()
+        source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         for entry in request["partition_states"]:
             s = from_wire(entry)
-            state_change.info("Broker %d received LeaderAndIsr request %s correlation id %d from "
-                              "controller %d epoch %d for partition %s", self.broker_id, s.describe(),
-                              correlation_id, controller, epoch, s.tp)
+            lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
+                       f"{source} for partition {s.tp}")
             errors.append({"topic": s.tp.topic, "partition": s.tp.partition,
-                           "error_code": self._apply(s, controller, epoch, correlation_id)})
+                           "error_code": self._apply(s, source, lines)})
+        lines.emit()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
-    def _apply(self, s: PartitionStateInfo, controller: int, epoch: int, correlation_id: int) -> int:
+    def _apply(self, s: PartitionStateInfo, source: str, lines: StateChangeBatch) -> int:
         if self.broker_id not in s.replicas:
-            state_change.warning("Broker %d ignoring LeaderAndIsr request correlation id %d from "
-                                 "controller %d epoch %d for partition %s as itself is not in "
-                                 "assigned replica list %s", self.broker_id, correlation_id,
-                                 controller, epoch, s.tp, list(s.replicas))
+            lines.warning(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
+                          f"partition {s.tp} as itself is not in assigned replica list "
+                          f"{list(s.replicas)}")
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         current = self.partitions.get(s.tp)
         if current is not None and s.leader_epoch <= current.leader_epoch:
-            state_change.warning("Broker %d ignoring LeaderAndIsr request correlation id %d from "
-                                 "controller %d epoch %d for partition %s since its associated "
-                                 "leader epoch %d is not higher than the current leader epoch %d",
-                                 self.broker_id, correlation_id, controller, epoch, s.tp,
-                                 s.leader_epoch, current.leader_epoch)
+            # Not a warning: every controller failover re-sends current states.
+            lines.info(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
+                       f"partition {s.tp} since its associated leader epoch {s.leader_epoch} is "
+                       f"not higher than the current leader epoch {current.leader_epoch}")
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.partitions[s.tp] = PartitionRole(s.leader, s.leader_epoch, s.isr, s.zk_version,
                                               s.controller_epoch, s.replicas)
         transition = "become-leader" if s.leader == self.broker_id else "become-follower"
-        state_change.info("Broker %d completed LeaderAndIsr request correlation id %d from "
-                          "controller %d epoch %d for the %s transition for partition %s",
-                          self.broker_id, correlation_id, controller, epoch, transition, s.tp)
+        lines.info(f"Broker {self.broker_id} completed LeaderAndIsr request {source} for the "
+                   f"{transition} transition for partition {s.tp}")
         return ErrorCode.NONE
 
     def stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
         if self._stale("StopReplica", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-        delete = request["delete_partitions"]
+        delete = str(request["delete_partitions"]).lower()
+        source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         errors = []
+        lines = StateChangeBatch()
         for entry in request["partitions"]:
             tp = TopicPartition(entry["topic"], entry["partition"])
-            state_change.info("Broker %d received StopReplica (delete=%s) correlation id %d from "
-                              "controller %d epoch %d for partition %s", self.broker_id,
-                              str(delete).lower(), correlation_id, controller, epoch, tp)
+            lines.info(f"Broker {self.broker_id} received StopReplica (delete={delete}) {source} "
+                       f"for partition {tp}")
             self.partitions.pop(tp, None)
-            state_change.info("Broker %d completed StopReplica (delete=%s) correlation id %d from "
-                              "controller %d epoch %d for partition %s", self.broker_id,
-                              str(delete).lower(), correlation_id, controller, epoch, tp)
+            lines.info(f"Broker {self.broker_id} completed StopReplica (delete={delete}) {source} "
+                       f"for partition {tp}")
             errors.append({"topic": tp.topic, "partition": tp.partition,
                            "error_code": ErrorCode.NONE})
+        lines.emit()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def led_partitions(self) -> list[TopicPartition]:

@@ -14,11 +14,11 @@ from kafka_ha.controller import election
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
-from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
+from kafka_ha.state_change_log import StateChangeBatch
+from kafka_ha.zk.controller_store import MULTI_CHUNK, ControllerMoved, ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
 
 log = logging.getLogger("kafka_ha.controller")
-state_change = logging.getLogger("state.change")
 
 MAX_ATTEMPTS = 10
 Decide = Callable[[TopicPartition, LeaderAndIsr], election.Outcome]
@@ -40,39 +40,52 @@ class PartitionStateMachine:
         """Apply ``decide`` to every partition; returns the states written."""
         pending = {tp: self.ctx.states[tp] for tp in partitions if tp in self.ctx.states}
         changed: dict[TopicPartition, LeaderAndIsr] = {}
+        lines = StateChangeBatch()
         for attempt in range(1, MAX_ATTEMPTS + 1):
             decisions: dict[TopicPartition, LeaderAndIsr] = {}
             reasons: dict[TopicPartition, election.Outcome] = {}
-            for tp, current in pending.items():
-                outcome = decide(tp, current)
-                if outcome.decision is None:
-                    continue
-                decisions[tp] = outcome.decision.with_zk_version(current.zk_version)
-                reasons[tp] = outcome
+            submissions = []
+            items = list(pending.items())
+            # Decide and send slice by slice so that ZooKeeper applies one
+            # multi while the next slice is being decided.
+            for start in range(0, len(items), MULTI_CHUNK):
+                slice_decisions = {}
+                for tp, current in items[start:start + MULTI_CHUNK]:
+                    outcome = decide(tp, current)
+                    if outcome.decision is None:
+                        continue
+                    slice_decisions[tp] = outcome.decision.with_zk_version(current.zk_version)
+                    reasons[tp] = outcome
+                if slice_decisions:
+                    submissions.append(self.store.submit_updates(slice_decisions))
+                    decisions.update(slice_decisions)
             if not decisions:
                 break
-            result = self.store.update_states(decisions)
+            result = self.store.collect(submissions)
             self.zk_writes += len(decisions)
             for tp, written in result.written.items():
-                self._record(tp, written, reasons[tp], batch)
+                self._record(tp, written, reasons[tp], batch, lines)
                 changed[tp] = written
             for tp, why in result.failed.items():
                 log.error("Failed to write the state of partition %s: %s", tp, why)
             if not result.conflicts:
                 break
-            pending = self._reread_conflicts(result.conflicts, decisions, reasons, batch, changed)
+            pending = self._reread_conflicts(result.conflicts, decisions, reasons, batch, changed,
+                                             lines)
             if pending:
                 log.info("%d partition states changed underneath (attempt %d); re-deciding",
                          len(pending), attempt)
         else:
             log.error("Gave up on %d partitions after %d conflicting attempts: %s",
                       len(pending), MAX_ATTEMPTS, sorted(pending)[:10])
+        lines.emit()
         return changed
 
     def _reread_conflicts(self, conflicts: list[TopicPartition],
                           decisions: dict[TopicPartition, LeaderAndIsr],
                           reasons: dict[TopicPartition, election.Outcome], batch: RequestBatch,
-                          changed: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, LeaderAndIsr]:
+                          changed: dict[TopicPartition, LeaderAndIsr],
+                          lines: StateChangeBatch) -> dict[TopicPartition, LeaderAndIsr]:
         pending = {}
         for tp, stored in self.store.partition_states(conflicts).items():
             if not isinstance(stored, LeaderAndIsr):
@@ -87,7 +100,7 @@ class PartitionStateMachine:
                                       f"{stored.controller_epoch} > ours {self.ctx.epoch}")
             if stored.same_content(decisions[tp]):
                 # Our write went through but its reply was lost (KAFKA-1382).
-                self._record(tp, stored, reasons[tp], batch)
+                self._record(tp, stored, reasons[tp], batch, lines)
                 changed[tp] = stored
                 continue
             self.ctx.states[tp] = stored
@@ -103,16 +116,16 @@ class PartitionStateMachine:
         self.ctx.states.pop(tp, None)
 
     def _record(self, tp: TopicPartition, written: LeaderAndIsr, outcome: election.Outcome,
-                batch: RequestBatch) -> None:
+                batch: RequestBatch, lines: StateChangeBatch) -> None:
         old = self.ctx.states.get(tp)
         self.ctx.states[tp] = written
         text = (f"Controller {self.controller_id} epoch {self.ctx.epoch} changed partition {tp} "
                 f"from {_fmt(old) if old else 'NewPartition'} to {_fmt(written)}: {outcome.reason}")
         if outcome.unclean:
-            state_change.warning("%s", text)
+            lines.warning(text)
             log.warning("Unclean leader election for partition %s: %s", tp, outcome.reason)
         else:
-            state_change.info("%s", text)
+            lines.info(text)
         replicas = self.ctx.assignments[tp]
         batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, written, replicas))
 
@@ -131,8 +144,10 @@ class PartitionStateMachine:
             return
         result = self.store.create_states(creates)
         self.zk_writes += len(creates)
+        lines = StateChangeBatch()
         for tp, written in result.written.items():
-            self._record(tp, written, election.Outcome(written, "new partition online"), batch)
+            self._record(tp, written, election.Outcome(written, "new partition online"), batch, lines)
+        lines.emit()
         for tp, why in result.failed.items():
             log.error("Failed to create the state of partition %s: %s", tp, why)
         if result.conflicts:

@@ -6,7 +6,6 @@ UpdateMetadata and one StopReplica request per kind of StopReplica.
 """
 from __future__ import annotations
 
-import logging
 import time
 from collections import defaultdict
 from typing import Callable, Iterable
@@ -18,8 +17,8 @@ from kafka_ha.controller.channel import ControllerChannel
 from kafka_ha.model import BrokerInfo, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.partition_states import to_wire
+from kafka_ha.state_change_log import StateChangeBatch
 
-state_change = logging.getLogger("state.change")
 
 UPDATE_METADATA_VERSION = 0
 
@@ -32,6 +31,9 @@ class RequestBatch:
         self.live_brokers = live_brokers
         self.leader_and_isr: dict[int, dict[TopicPartition, PartitionStateInfo]] = defaultdict(dict)
         self.update_metadata: dict[int, dict[TopicPartition, PartitionStateInfo]] = defaultdict(dict)
+        # states every live broker gets; kept once rather than once per broker
+        # because a failover adds thousands of them
+        self.metadata_for_all: dict[TopicPartition, PartitionStateInfo] = {}
         self.stop_replica: dict[tuple[int, bool], list[TopicPartition]] = defaultdict(list)
 
     def add_leader_and_isr(self, broker_ids: Iterable[int], state: PartitionStateInfo,
@@ -41,7 +43,7 @@ class RequestBatch:
             if b in self.live_brokers:
                 self.leader_and_isr[b][state.tp] = state
         if with_metadata:
-            self.add_update_metadata(self.live_brokers, [state])
+            self.metadata_for_all[state.tp] = state
 
     def add_update_metadata(self, broker_ids: Iterable[int], states: Iterable[PartitionStateInfo]) -> None:
         states = list(states)
@@ -58,15 +60,27 @@ class RequestBatch:
 
     @property
     def empty(self) -> bool:
-        return not (self.leader_and_isr or self.update_metadata or self.stop_replica)
+        return not (self.leader_and_isr or self.update_metadata or self.metadata_for_all
+                    or self.stop_replica)
+
+    def _metadata_by_broker(self) -> dict[int, dict[TopicPartition, PartitionStateInfo]]:
+        targets = set(self.update_metadata)
+        if self.metadata_for_all:
+            targets |= set(self.live_brokers)
+        merged = {}
+        for b in targets:
+            # states from writes in this batch are the newest: they win
+            merged[b] = {**self.update_metadata.get(b, {}), **self.metadata_for_all}
+        return merged
 
     def send(self, channel: ControllerChannel, on_acked: Callable[[float], None] | None = None) -> None:
         """Send everything; ``on_acked(ms)`` runs once every LeaderAndIsr is answered."""
         started = time.monotonic()
+        lines = StateChangeBatch()
         acks: list[AsyncResult] = []
         brokers_payload = [{"id": b.broker_id, "host": b.host, "port": b.port}
                            for b in self.live_brokers.values()]
-        for broker_id, states in self.update_metadata.items():
+        for broker_id, states in self._metadata_by_broker().items():
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "partition_states": [to_wire(s) for s in states.values()],
                     "live_brokers": brokers_payload}
@@ -75,11 +89,11 @@ class RequestBatch:
             leaders = {s.leader for s in states.values()}
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
                             for b in self.live_brokers.values() if b.broker_id in leaders]
+            prefix = f"Controller {self.controller_id} epoch {self.epoch} requested"
             for s in states.values():
                 kind = "become-leader" if s.leader == broker_id else "become-follower"
-                state_change.info("Controller %d epoch %d requested %s LeaderAndIsr %s for "
-                                  "partition %s from broker %d", self.controller_id, self.epoch,
-                                  kind, s.describe(), s.tp, broker_id)
+                lines.info(f"{prefix} {kind} LeaderAndIsr {s.describe()} for partition {s.tp} "
+                           f"from broker {broker_id}")
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "partition_states": [to_wire(s) for s in states.values()],
                     "live_leaders": live_leaders}
@@ -90,13 +104,14 @@ class RequestBatch:
                 ack.set(None)
         for (broker_id, delete), tps in self.stop_replica.items():
             for tp in tps:
-                state_change.info("Controller %d epoch %d requested StopReplica (delete=%s) for "
-                                  "partition %s from broker %d", self.controller_id, self.epoch,
-                                  str(delete).lower(), tp, broker_id)
+                lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "
+                           f"StopReplica (delete={str(delete).lower()}) for partition {tp} "
+                           f"from broker {broker_id}")
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "delete_partitions": delete,
                     "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]}
             channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body)
+        lines.emit()
         if on_acked is not None:
             def wait_for_acks() -> None:
                 for ack in acks:

@@ -208,10 +208,18 @@ class ControllerStore:
 
     def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
         """Conditionally rewrite states at the ``zk_version`` each value carries."""
+        return self.collect([self.submit_updates(updates)])
+
+    def submit_updates(self, updates: dict[TopicPartition, LeaderAndIsr]) -> list:
+        """Send the fenced multis for these updates without waiting; see ``collect``.
+
+        Lets the caller decide the next slice of partitions while ZooKeeper
+        applies this one.
+        """
         units = [(tp, lai, [("set", zn.TopicPartitionStateZNode.path(*tp),
                              zn.TopicPartitionStateZNode.encode(lai), lai.zk_version)])
                  for tp, lai in updates.items()]
-        return self._fenced_batches(units)
+        return self._submit(units)
 
     def create_states(self, creates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
         """Create state znodes with their data-less parents; an existing state is a conflict.
@@ -233,7 +241,7 @@ class ControllerStore:
             ops.append(("create", zn.TopicPartitionStateZNode.path(*tp),
                         zn.TopicPartitionStateZNode.encode(lai), -1))
             units.append((tp, lai, ops))
-        return self._fenced_batches(units)
+        return self.collect([self._submit(units)])
 
     def _existing_partition_nodes(self, topics: set[str]) -> dict[str, set[int] | None]:
         """Partition ids under each topic's ``partitions`` node; None if that node is missing."""
@@ -241,28 +249,41 @@ class ControllerStore:
         return {paths[path]: None if children is None else {int(c) for c in children if c.isdigit()}
                 for path, children in get_children_many(self.zk, paths).items()}
 
-    def _fenced_batches(self, units: list) -> WriteResult:
-        """Apply units of ops, each unit one partition's writes, in fenced multis.
+    def _submit(self, units: list) -> list:
+        """Send units of ops (each unit one partition's writes) as pipelined fenced multis."""
+        chunks: list[list] = [[]]
+        ops_in_chunk = 0
+        for unit in units:
+            if chunks[-1] and ops_in_chunk + len(unit[2]) > MULTI_CHUNK:
+                chunks.append([])
+                ops_in_chunk = 0
+            chunks[-1].append(unit)
+            ops_in_chunk += len(unit[2])
+        submitted = []
+        for chunk in chunks:
+            if chunk:
+                submitted.append((chunk, self._fenced_txn(chunk).commit_async()))
+                # Yield so kazoo's connection greenlet sends it now, while the
+                # caller goes on deciding the next slice.
+                self.zk.handler.sleep_func(0)
+        return submitted
 
-        Multis of up to MULTI_CHUNK ops are pipelined.  ZooKeeper reports only
-        the first failing op of a failed multi (the rest are rolled back or
-        unknown), so the other units of a failed multi are written again one
-        fenced multi each.
+    def collect(self, submissions: list[list]) -> WriteResult:
+        """Wait for submitted multis and sort every partition into written, conflict or failed.
+
+        ZooKeeper reports only the first failing op of a failed multi (the
+        rest are rolled back or unknown), so the other units of a failed multi
+        are written again, one fenced multi each.
         """
         result = WriteResult()
-        chunks: list[list] = [[]]
-        for unit in units:
-            if chunks[-1] and sum(len(u[2]) for u in chunks[-1]) + len(unit[2]) > MULTI_CHUNK:
-                chunks.append([])
-            chunks[-1].append(unit)
-        pending = [(chunk, self._fenced_txn(chunk).commit_async()) for chunk in chunks if chunk]
         retry_singly = []
-        for chunk, async_result in pending:
-            for unit, outcome in self._unit_outcomes(chunk, async_result):
-                if outcome is _RETRY:
-                    retry_singly.append(unit)
-                else:
-                    self._record(result, unit, outcome)
+        for submitted in submissions:
+            for chunk, async_result in submitted:
+                for unit, outcome in self._unit_outcomes(chunk, async_result):
+                    if outcome is _RETRY:
+                        retry_singly.append(unit)
+                    else:
+                        self._record(result, unit, outcome)
         singles = [(unit, self._fenced_txn([unit]).commit_async()) for unit in retry_singly]
         for unit, async_result in singles:
             for unit_, outcome in self._unit_outcomes([unit], async_result):
