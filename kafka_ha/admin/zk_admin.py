@@ -18,9 +18,12 @@ CLI_SESSION_TIMEOUT_MS = 30000
 
 
 class ZkAdmin:
-    def __init__(self, connect_string: str) -> None:
+    """Admin operations; a context manager that connects to ``connect_string``,
+    or a plain object over an already connected ``client`` (the broker's)."""
+
+    def __init__(self, connect_string: str = "", client: KazooClient | None = None) -> None:
         self.connect = connect_string
-        self.zk: KazooClient | None = None
+        self.zk: KazooClient | None = client
 
     def __enter__(self) -> ZkAdmin:
         try:

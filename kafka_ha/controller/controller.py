@@ -49,6 +49,7 @@ class KafkaController:
             ev.BrokerChange: self._active_only(self._on_broker_change),
             ev.TopicChange: self._active_only(self._on_topic_change),
             ev.PartitionModifications: self._active_only(self._on_partition_modifications),
+            ev.IsrChangeNotification: self._active_only(self._on_isr_change_notification),
             ev.Shutdown: lambda e: self._resign("broker shutting down", touch_zk=True),
         }, self._on_error)
 
@@ -139,6 +140,10 @@ class KafkaController:
         self.ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         topics = self.store.topics(watch=self._watch(ev.TopicChange()))
         self._load_topics(topics)
+        # Everything is re-read and sent below, so pending ISR notifications are
+        # stale: drop them (Kafka 2.x does the same on failover).
+        for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
+            self.store.fenced_delete(path)
         self.channel = ControllerChannel(self.broker_id, self.config["controller.socket.timeout.ms"] / 1000)
         self.channel.set_brokers(self.ctx.live_brokers)
         loaded_ms = (time.monotonic() - started) * 1000
@@ -278,6 +283,24 @@ class KafkaController:
                                          with_metadata=False)
         self._bring_online(self.ctx.new_partitions(), self.ctx.offline_partitions(), batch)
         batch.send(self.channel)
+
+    # ---- ISR changes made by leaders (controller.md §13) -------------------
+
+    def _on_isr_change_notification(self, _event: object) -> None:
+        paths = self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification()))
+        changed = self.store.read_isr_change_notifications(paths)
+        known = [tp for tp in changed if tp in self.ctx.assignments]
+        self._load_states(known)
+        batch = self._new_batch()
+        batch.add_update_metadata(self.ctx.live_brokers, [
+            PartitionStateInfo.of(tp, self.ctx.states[tp], self.ctx.assignments[tp])
+            for tp in known if tp in self.ctx.states])
+        batch.send(self.channel)
+        for path in paths:
+            self.store.fenced_delete(path)
+        if known:
+            log.info("ISR changes of %d partitions sent to brokers %s", len(known),
+                     sorted(self.ctx.live_brokers))
 
     # ---- topic changes (controller.md §6) ---------------------------------
 

@@ -37,6 +37,11 @@ class PartitionModifications:
 
 
 @dataclass(frozen=True)
+class IsrChangeNotification:
+    """Leaders changed ISRs: children of ``/isr_change_notification`` appeared."""
+
+
+@dataclass(frozen=True)
 class SessionExpired:
     """The ZooKeeper session is gone: ephemerals and watches with it."""
 
@@ -52,4 +57,4 @@ class Shutdown:
 
 
 Event = (Startup | ControllerChange | BrokerChange | TopicChange | PartitionModifications
-         | SessionExpired | NewSession | Shutdown)
+         | IsrChangeNotification | SessionExpired | NewSession | Shutdown)

@@ -114,11 +114,18 @@ _define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)), S
 _EPOCH_REQUEST_PARTITION = Struct(("partition", INT32), ("leader_epoch", INT32))
 _EPOCH_RESPONSE_PARTITION = Struct(
     ("error_code", INT16), ("partition", INT32), ("end_offset", INT64))
-_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(0, 1),
-        Struct(("topics", Array(Struct(
-            ("topic", STRING), ("partitions", Array(_EPOCH_REQUEST_PARTITION)))))),
+_EPOCH_REQUEST = Struct(("topics", Array(Struct(
+    ("topic", STRING), ("partitions", Array(_EPOCH_REQUEST_PARTITION))))))
+_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(0, 1), _EPOCH_REQUEST,
         Struct(("topics", Array(Struct(
             ("topic", STRING), ("partitions", Array(_EPOCH_RESPONSE_PARTITION)))))))
+# v1 (KIP-279) names the epoch whose end offset is returned, so a follower
+# whose latest epoch the leader never saw can truncate to the right place.
+_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(1, 2), _EPOCH_REQUEST,
+        Struct(("topics", Array(Struct(
+            ("topic", STRING), ("partitions", Array(Struct(
+                ("error_code", INT16), ("partition", INT32), ("leader_epoch", INT32),
+                ("end_offset", INT64)))))))))
 
 # -- Produce (0), §5 ----------------------------------------------------------
 

@@ -213,7 +213,7 @@ class Bench:
             self.create_topics(zk, topics * 3)
             self.args.partitions_per_topic = old
             time.sleep(2)
-            return sum(wchs(port) for port in self.ensemble.client_ports)
+            return sum(wchs(self.ensemble.client_port(i)) for i in self.ensemble.ids)
         finally:
             zk.stop()
             cluster.stop()

@@ -204,6 +204,23 @@ class ControllerStore:
                 out[tp] = e
         return out
 
+    def isr_change_notifications(self, watch: Callable | None = None) -> list[str]:
+        """Paths of the pending notifications, oldest first; sets a child watch."""
+        children = self.zk.get_children(azn.IsrChangeNotificationZNode.PATH, watch=watch)
+        return [f"{azn.IsrChangeNotificationZNode.PATH}/{c}" for c in sorted(children)
+                if c.startswith("isr_change_")]
+
+    def read_isr_change_notifications(self, paths: list[str]) -> set[TopicPartition]:
+        changed: set[TopicPartition] = set()
+        for path, got in get_many(self.zk, paths).items():
+            if got is None:
+                continue
+            try:
+                changed.update(azn.IsrChangeNotificationZNode.decode(got[0], path))
+            except MalformedZnode as e:
+                log.error("Ignoring ISR change notification: %s", e)
+        return changed
+
     # ---- fenced writes --------------------------------------------------
 
     def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
@@ -248,6 +265,15 @@ class ControllerStore:
         paths = {zn.TopicPartitionsZNode.path(t): t for t in topics}
         return {paths[path]: None if children is None else {int(c) for c in children if c.isdigit()}
                 for path, children in get_children_many(self.zk, paths).items()}
+
+    def fenced_delete(self, path: str, version: int = -1) -> bool:
+        """Delete a znode as the controller; False if it was already gone."""
+        txn = self.zk.transaction()
+        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.delete(path, version=version)
+        results = txn.commit()
+        self._raise_if_fenced(results)
+        return not isinstance(results[1], Exception)
 
     def _submit(self, units: list) -> list:
         """Send units of ops (each unit one partition's writes) as pipelined fenced multis."""

@@ -138,8 +138,8 @@ REQUESTS = {
             {"port": 9092, "host": "broker1", "security_protocol": 0}]}]},
     (K.CONTROLLED_SHUTDOWN, 0): {"broker_id": 3},
     (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
-    (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [
-        {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]},
+    **{(K.OFFSETS_FOR_LEADER_EPOCH, v): {"topics": [
+        {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]} for v in range(2)},
     **{(K.PRODUCE, v): {"acks": -1, "timeout_ms": 30000, "topic_data": [
         {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
                                               {"index": 1, "records": None}]}]}
@@ -167,6 +167,8 @@ RESPONSES = {
     (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [
         {"error_code": 0, "partition": 3, "end_offset": 120},
         {"error_code": 6, "partition": 4, "end_offset": -1}]}]},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 1): {"topics": [{"topic": "orders", "partitions": [
+        {"error_code": 0, "partition": 3, "leader_epoch": 5, "end_offset": 120}]}]},
     **{(K.PRODUCE, v): _produce_response(v) for v in range(3)},
     **{(K.FETCH, v): _fetch_response(v) for v in range(4)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
@@ -203,7 +205,7 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     assert SUPPORTED_VERSIONS[K.FETCH] == (0, 3)
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
-    assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 0)
+    assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
     assert len(SUPPORTED_VERSIONS) == 13
 
 

@@ -1,0 +1,86 @@
+"""Pure replication decisions a leader makes: high watermark, ISR shrink and expand.
+
+No I/O and no clock: the caller passes ``now_ms`` and the followers' fetch
+state, so these are table-testable (seed 001's T1-T10 timeline is one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower from its fetch requests."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    # the leader's LEO and the time at the follower's previous fetch (Kafka's
+    # Replica.updateFetchState): reaching that LEO now means the follower was
+    # caught up as of that earlier time
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+    """Record a follower's fetch at ``fetch_offset`` (its LEO) while the leader is at ``leader_leo``.
+
+    >>> s = FollowerState()
+    >>> on_follower_fetch(s, 5, 10, now_ms=1000); s.last_caught_up_ms
+    0
+    >>> on_follower_fetch(s, 10, 12, now_ms=1500); s.last_caught_up_ms   # caught up as of 1000
+    1000
+    >>> on_follower_fetch(s, 12, 12, now_ms=1700); s.last_caught_up_ms
+    1700
+    """
+    if fetch_offset >= leader_leo:
+        state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+    elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+        state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+    state.log_end_offset = fetch_offset
+    state.last_fetch_leader_leo = leader_leo
+    state.last_fetch_ms = now_ms
+
+
+def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
+                       followers: dict[int, FollowerState], min_isr: int) -> int:
+    """HW = the smallest LEO over the ISR; it never moves back.
+
+    It does not move at all while the ISR is smaller than min.insync.replicas
+    (the KIP-966 lesson): a write acknowledged by a lone leader must not
+    become visible as committed.
+
+    >>> f = {2: FollowerState(log_end_offset=7), 3: FollowerState(log_end_offset=9)}
+    >>> new_high_watermark(5, 10, (1, 2, 3), 1, f, min_isr=1)
+    7
+    >>> new_high_watermark(5, 10, (1,), 1, f, min_isr=2)
+    5
+    """
+    if len(isr) < min_isr:
+        return current_hw
+    leos = [leader_leo if r == leader_id else followers.get(r, FollowerState()).log_end_offset
+            for r in isr]
+    return max(current_hw, min(leos))
+
+
+def out_of_sync_followers(isr: tuple[int, ...], leader_id: int, followers: dict[int, FollowerState],
+                          now_ms: int, lag_time_max_ms: int) -> list[int]:
+    """ISR followers not caught up to the leader within ``replica.lag.time.max.ms`` (0.9+ rule).
+
+    >>> f = {2: FollowerState(last_caught_up_ms=1000), 3: FollowerState(last_caught_up_ms=9500)}
+    >>> out_of_sync_followers((1, 2, 3), 1, f, now_ms=11001, lag_time_max_ms=10000)
+    [2]
+    """
+    return [r for r in isr if r != leader_id
+            and now_ms - followers.get(r, FollowerState()).last_caught_up_ms > lag_time_max_ms]
+
+
+def may_join_isr(follower: FollowerState, high_watermark: int, epoch_start_offset: int) -> bool:
+    """A non-ISR follower rejoins once its LEO reaches the HW and the current epoch's start.
+
+    The second condition is KAFKA-7128: a follower that has not yet fetched
+    anything of the current leader epoch may still hold a divergent tail.
+
+    >>> may_join_isr(FollowerState(log_end_offset=10), 10, 10), may_join_isr(FollowerState(log_end_offset=10), 10, 12)
+    (True, False)
+    """
+    return follower.log_end_offset >= high_watermark and follower.log_end_offset >= epoch_start_offset
