@@ -1,15 +1,22 @@
-"""``kafka-server-start.sh CONFIG``: run one broker until SIGTERM or SIGINT."""
+"""``kafka-server-start.sh CONFIG``: run one broker until SIGTERM or SIGINT.
+
+The broker runs on gevent with the standard library monkey-patched.  That
+happens only when this module runs as the program (before anything else is
+imported), never on import: a test process that imports it must keep its
+real threads.
+"""
 from __future__ import annotations
 
-from gevent import monkey
-
-monkey.patch_all()
+if __name__ == "__main__":
+    from gevent import monkey
+    monkey.patch_all()
 
 import logging  # noqa: E402  (after monkey-patching, as gevent requires)
 import signal  # noqa: E402
 import sys  # noqa: E402
 
 import gevent  # noqa: E402
+from gevent import monkey  # noqa: E402
 
 from kafka_ha.broker import logging_setup  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
@@ -19,6 +26,8 @@ log = logging.getLogger("kafka_ha.broker")
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not monkey.is_module_patched("socket"):
+        monkey.patch_all()  # started through the console script entry point
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("USAGE: kafka-server-start.sh [-daemon] server.yaml", file=sys.stderr)

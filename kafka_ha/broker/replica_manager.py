@@ -1,4 +1,4 @@
-"""The broker's side of LeaderAndIsr and StopReplica: which partitions it leads or follows.
+"""The broker's side of LeaderAndIsr and StopReplica: its partitions, their roles, the fetchers.
 
 Fencing (controller.md §16): a request from a lower controller epoch than the
 highest seen is refused whole with STALE_CONTROLLER_EPOCH; a partition entry
@@ -9,35 +9,100 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from kafka_ha.model import PartitionStateInfo, TopicPartition
+import gevent
+
+from kafka_ha.broker.isr_writer import IsrWriter
+from kafka_ha.broker.partition import Partition
+from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.config import BrokerConfig
+from kafka_ha.log.checkpoints import CorruptCheckpointError
+from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.partition_states import from_wire
 from kafka_ha.state_change_log import LOGGER_NAME, StateChangeBatch
-from kafka_ha.protocol.errors import ErrorCode
 
 state_change = logging.getLogger(LOGGER_NAME)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRole:
-    """What the controller last told this broker about one partition."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int
-    controller_epoch: int
-    replicas: tuple[int, ...]
-
+log = logging.getLogger(__name__)
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int) -> None:
-        self.broker_id = broker_id
+    def __init__(self, config: BrokerConfig, log_manager, isr_writer: IsrWriter | None,
+                 min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
+                 endpoint_of: Callable[[int], BrokerEndpoint | None]) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.isr_writer = isr_writer
+        self._min_isr_for = min_isr_for
+        self._log_config_for = log_config_for
+        self._endpoint_of = endpoint_of
         self.controller_epoch = 0
-        self.partitions: dict[TopicPartition, PartitionRole] = {}
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._checkpointed_hws = self._read_hw_checkpoints()
+        self._tasks: list[gevent.Greenlet] = []
+
+    def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
+        if self.log_manager is None:
+            return {}
+        try:
+            return self.log_manager.high_watermarks()
+        except CorruptCheckpointError as e:
+            # Safe to rebuild: the HW only gates what consumers see and never
+            # truncates a log here; leaders recompute it from follower fetches.
+            log.error("Ignoring a corrupt high-watermark checkpoint (%s); high watermarks restart "
+                      "from the log start offsets and advance as replicas confirm", e)
+            return {}
+
+    # ---- lifecycle ----------------------------------------------------------
+
+    def start_tasks(self) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        self._tasks = [
+            gevent.spawn(self._every, lag_ms / 2000, self._shrink_isrs),
+            gevent.spawn(self._every, self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000,
+                         self.checkpoint_high_watermarks),
+            gevent.spawn(self._every, self.config["log.retention.check.interval.ms"] / 1000,
+                         self._run_retention),
+        ]
+
+    def shutdown(self) -> None:
+        for task in self._tasks:
+            task.kill(block=False)
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        if self.log_manager is not None:
+            self.checkpoint_high_watermarks()
+            self.log_manager.checkpoint_recovery_points()
+            self.log_manager.close()
+
+    @staticmethod
+    def _every(interval_s: float, task: Callable[[], None]) -> None:
+        while True:
+            gevent.sleep(interval_s)
+            try:
+                task()
+            except Exception:  # a periodic task never takes the broker down
+                log.exception("Periodic task %s failed", getattr(task, "__name__", task))
+
+    def _shrink_isrs(self) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        for partition in list(self.partitions.values()):
+            partition.shrink_isr_if_lagging(lag_ms)
+
+    def checkpoint_high_watermarks(self) -> None:
+        if self.log_manager is not None:
+            hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
+            self.log_manager.checkpoint_high_watermarks({**self._checkpointed_hws, **hws})
+
+    def _run_retention(self) -> None:
+        if self.log_manager is not None:
+            import time
+            self.log_manager.run_retention(int(time.time() * 1000))
+
+    # ---- controller requests --------------------------------------------------
 
     def _stale(self, kind: str, controller_id: int, epoch: int, correlation_id: int) -> bool:
         if epoch < self.controller_epoch:
@@ -54,19 +119,26 @@ class ReplicaManager:
         controller, epoch = request["controller_id"], request["controller_epoch"]
         if self._stale("LeaderAndIsr", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+        live_leaders = {b["id"]: BrokerEndpoint(b["id"], b["host"], b["port"])
+                        for b in request["live_leaders"]}
         errors = []
         lines = StateChangeBatch()
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
+        follow: dict[int, set[TopicPartition]] = {}
         for entry in request["partition_states"]:
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
                        f"{source} for partition {s.tp}")
-            errors.append({"topic": s.tp.topic, "partition": s.tp.partition,
-                           "error_code": self._apply(s, source, lines)})
+            error = self._apply(s, source, lines, follow)
+            errors.append({"topic": s.tp.topic, "partition": s.tp.partition, "error_code": error})
+        for leader, tps in follow.items():
+            self._fetch_from(leader, tps, live_leaders)
         lines.emit()
+        self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
-    def _apply(self, s: PartitionStateInfo, source: str, lines: StateChangeBatch) -> int:
+    def _apply(self, s: PartitionStateInfo, source: str, lines: StateChangeBatch,
+               follow: dict[int, set[TopicPartition]]) -> int:
         if self.broker_id not in s.replicas:
             lines.warning(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
                           f"partition {s.tp} as itself is not in assigned replica list "
@@ -79,32 +151,85 @@ class ReplicaManager:
                        f"partition {s.tp} since its associated leader epoch {s.leader_epoch} is "
                        f"not higher than the current leader epoch {current.leader_epoch}")
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        self.partitions[s.tp] = PartitionRole(s.leader, s.leader_epoch, s.isr, s.zk_version,
-                                              s.controller_epoch, s.replicas)
-        transition = "become-leader" if s.leader == self.broker_id else "become-follower"
+        partition = current or self._create_partition(s.tp)
+        if s.leader == self.broker_id:
+            self._stop_fetching({s.tp})
+            partition.make_leader(s)
+            transition = "become-leader"
+        else:
+            partition.make_follower(s)
+            self._stop_fetching({s.tp})
+            if s.leader >= 0:
+                # KAFKA-7164: truncate on every epoch change, even with the same leader.
+                follow.setdefault(s.leader, set()).add(s.tp)
+            transition = "become-follower"
         lines.info(f"Broker {self.broker_id} completed LeaderAndIsr request {source} for the "
                    f"{transition} transition for partition {s.tp}")
         return ErrorCode.NONE
+
+    def _create_partition(self, tp: TopicPartition) -> Partition:
+        log_ = self.log_manager.get_or_create_log(tp, self._log_config_for(tp.topic))
+        partition = Partition(tp, self.broker_id, log_, lambda: self._min_isr_for(tp.topic),
+                              self.isr_writer)
+        partition.restore_high_watermark(self._checkpointed_hws.get(tp, 0))
+        self.partitions[tp] = partition
+        return partition
+
+    def _fetch_from(self, leader: int, tps: set[TopicPartition],
+                    live_leaders: dict[int, BrokerEndpoint]) -> None:
+        endpoint = live_leaders.get(leader) or self._endpoint_of(leader)
+        if endpoint is None:
+            log.warning("Broker %d: no address for leader %d of %s; not fetching yet",
+                        self.broker_id, leader, sorted(tps))
+            return
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None and fetcher.source != endpoint:
+            fetcher.stop()
+            fetcher = None
+        if fetcher is None:
+            cfg = self.config
+            fetcher = ReplicaFetcher(self.broker_id, endpoint, self.partitions.get,
+                                     cfg["replica.fetch.wait.max.ms"], cfg["replica.fetch.min.bytes"],
+                                     cfg["replica.fetch.max.bytes"],
+                                     cfg["controller.socket.timeout.ms"] / 1000)
+            self.fetchers[leader] = fetcher
+        fetcher.add(tps)
+
+    def _stop_fetching(self, tps: set[TopicPartition]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tps)
+
+    def _retire_idle_fetchers(self) -> None:
+        for leader, fetcher in list(self.fetchers.items()):
+            if fetcher.idle:
+                fetcher.stop()
+                del self.fetchers[leader]
 
     def stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
         if self._stale("StopReplica", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
-        delete = str(request["delete_partitions"]).lower()
+        delete = request["delete_partitions"]
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         errors = []
         lines = StateChangeBatch()
         for entry in request["partitions"]:
             tp = TopicPartition(entry["topic"], entry["partition"])
-            lines.info(f"Broker {self.broker_id} received StopReplica (delete={delete}) {source} "
-                       f"for partition {tp}")
-            self.partitions.pop(tp, None)
-            lines.info(f"Broker {self.broker_id} completed StopReplica (delete={delete}) {source} "
-                       f"for partition {tp}")
-            errors.append({"topic": tp.topic, "partition": tp.partition,
-                           "error_code": ErrorCode.NONE})
+            lines.info(f"Broker {self.broker_id} received StopReplica (delete={str(delete).lower()}) "
+                       f"{source} for partition {tp}")
+            self._stop_fetching({tp})
+            partition = self.partitions.pop(tp, None) if delete else self.partitions.get(tp)
+            if partition is not None:
+                partition.stop()
+            if delete and self.log_manager is not None:
+                self.log_manager.delete_log(tp)
+                self._checkpointed_hws.pop(tp, None)
+            lines.info(f"Broker {self.broker_id} completed StopReplica (delete={str(delete).lower()}) "
+                       f"{source} for partition {tp}")
+            errors.append({"topic": tp.topic, "partition": tp.partition, "error_code": ErrorCode.NONE})
         lines.emit()
+        self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def led_partitions(self) -> list[TopicPartition]:
-        return [tp for tp, r in self.partitions.items() if r.leader == self.broker_id]
+        return [tp for tp, p in self.partitions.items() if p.is_leader]

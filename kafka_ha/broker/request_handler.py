@@ -8,15 +8,25 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
-from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.api import SUPPORTED_VERSIONS, ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import RequestHeader, decode_request_body
 from kafka_ha.protocol.primitives import ProtocolError, Reader
 
 log = logging.getLogger(__name__)
-ApiHandler = Callable[[RequestHeader, dict[str, Any]], dict[str, Any] | None]
+ApiHandler = Callable[[dict[str, Any], RequestHeader], dict[str, Any] | None]
+
+
+def by_version(handler: Callable[[dict[str, Any], int], dict[str, Any] | None]) -> ApiHandler:
+    return lambda body, header: handler(body, header.api_version)
+
+
+def by_correlation_id(handler: Callable[[dict[str, Any], int], dict[str, Any]]) -> ApiHandler:
+    return lambda body, header: handler(body, header.correlation_id)
 
 
 class UnhandledApi(ProtocolError):
@@ -24,35 +34,56 @@ class UnhandledApi(ProtocolError):
 
 
 class RequestHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
-        self.replicas = replica_manager
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
+                 data_plane: DataPlane | None = None, group_offsets: GroupOffsets | None = None,
+                 auto_create: Callable[[list[str]], None] | None = None) -> None:
         self.metadata = metadata
+        self._auto_create = auto_create
         self.apis: dict[ApiKey, ApiHandler] = {
-            ApiKey.API_VERSIONS: self._api_versions,
-            ApiKey.METADATA: self._metadata,
-            ApiKey.LEADER_AND_ISR: lambda h, b: self.replicas.leader_and_isr(b, h.correlation_id),
-            ApiKey.STOP_REPLICA: lambda h, b: self.replicas.stop_replica(b, h.correlation_id),
-            ApiKey.UPDATE_METADATA: lambda h, b: self.metadata.update(b, h.api_version,
-                                                                      h.correlation_id),
+            ApiKey.API_VERSIONS: by_version(self._api_versions),
+            ApiKey.METADATA: by_version(self._metadata),
+            ApiKey.LEADER_AND_ISR: by_correlation_id(replica_manager.leader_and_isr),
+            ApiKey.STOP_REPLICA: by_correlation_id(replica_manager.stop_replica),
+            ApiKey.UPDATE_METADATA: lambda b, h: metadata.update(b, h.api_version, h.correlation_id),
         }
+        if data_plane is not None:
+            self.apis.update({
+                ApiKey.PRODUCE: by_version(data_plane.produce),
+                ApiKey.FETCH: by_version(data_plane.fetch),
+                ApiKey.LIST_OFFSETS: by_version(data_plane.list_offsets),
+                ApiKey.OFFSETS_FOR_LEADER_EPOCH: by_version(data_plane.offsets_for_leader_epoch),
+            })
+        if group_offsets is not None:
+            self.apis.update({
+                ApiKey.FIND_COORDINATOR: by_version(group_offsets.find_coordinator),
+                ApiKey.OFFSET_COMMIT: by_version(group_offsets.commit),
+                ApiKey.OFFSET_FETCH: by_version(group_offsets.fetch),
+            })
 
     def handle(self, header: RequestHeader, reader: Reader) -> tuple[dict[str, Any], int] | None:
         api = self.apis.get(header.api_key)
         if api is None:
             raise UnhandledApi(f"api key {int(header.api_key)} is not served by this broker")
-        body = decode_request_body(header, reader)
-        response = api(header, body)
+        response = api(decode_request_body(header, reader), header)
         return None if response is None else (response, header.api_version)
 
-    def _api_versions(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-        from kafka_ha.protocol.api import SUPPORTED_VERSIONS
+    def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         keys = [{"api_key": int(k), "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in SUPPORTED_VERSIONS.items() if k in self.apis]
         return {"error_code": ErrorCode.NONE, "api_keys": keys, "throttle_time_ms": 0}
 
-    def _metadata(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         topics = body["topics"]
         # v0: an empty list means all topics; v1: null means all, empty means none.
-        if header.api_version == 0 and not topics:
+        if version == 0 and not topics:
             topics = None
-        return self.metadata.metadata_response(topics)
+        if topics and self._auto_create is not None:
+            missing = [t for t in topics if t not in self.metadata.partitions]
+            if missing:
+                self._auto_create(missing)
+        response = self.metadata.metadata_response(topics)
+        if topics and self._auto_create is not None:
+            for topic in response["topics"]:
+                if topic["name"] in missing and topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    topic["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
+        return response

@@ -12,13 +12,23 @@ import logging
 import gevent
 from gevent.event import Event
 
+from kazoo.exceptions import NodeExistsError
+
+from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
+from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.group_offsets import GroupOffsets
+from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.request_handler import RequestHandler
+from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller.controller import KafkaController
-from kafka_ha.model import BrokerInfo
+from kafka_ha.log.config import LogConfig
+from kafka_ha.log.log_manager import LogManager
+from kafka_ha.model import BrokerEndpoint, BrokerInfo
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.client import connect
@@ -34,7 +44,8 @@ class KafkaServer:
         self.zk = None
         self.controller: KafkaController | None = None
         self.listener: ProtocolServer | None = None
-        self.replica_manager = ReplicaManager(self.broker_id)
+        self.replica_manager: ReplicaManager | None = None
+        self.isr_writer: IsrWriter | None = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -42,13 +53,27 @@ class KafkaServer:
         cfg = self.config
         self.zk = connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                           cfg["zookeeper.connection.timeout.ms"] or None)
+        # Logs are recovered before the broker registers: a corrupt checkpoint
+        # stops the start-up here with a clear error rather than serve bad data.
+        self.topic_configs = TopicConfigs(self.zk, cfg)
+        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
+        self.isr_writer = IsrWriter(self.zk, self.broker_id)
+        self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
+                                              self.topic_configs.min_isr, self._log_config,
+                                              self._endpoint_of)
         host, port = cfg.bind_address
-        handler = RequestHandler(self.replica_manager, self.metadata)
-        self.listener = ProtocolServer(host, port, handler.handle, cfg["socket.request.max.bytes"],
+        self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"))
         self.listener.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port
+        me = BrokerEndpoint(self.broker_id, adv_host, adv_port)
+        data_plane = DataPlane(self.broker_id, self.replica_manager.partitions,
+                               lambda t: t in self.metadata.partitions,
+                               self.topic_configs.max_message_bytes)
+        self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
+                                      GroupOffsets(self.zk, me), self._auto_create_topics)
+        self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
         registration = BrokerRegistration(self.zk, info, cfg.session_timeout_ms)
@@ -57,12 +82,53 @@ class KafkaServer:
         self.controller.start()
         log.info("[Kafka Server %d], started", self.broker_id)
 
+    def _handle(self, header, reader):
+        return self.handler.handle(header, reader)
+
+    def _log_config(self, topic: str | None) -> LogConfig:
+        """A topic's log settings: its overrides, else the broker's defaults."""
+        cfg = self.config
+
+        def get(name: str, broker_value):
+            value = self.topic_configs.setting(topic, name) if topic else None
+            return broker_value if value is None else value
+        return LogConfig(segment_bytes=get("segment.bytes", cfg["log.segment.bytes"]),
+                         retention_ms=get("retention.ms", cfg["log.retention.hours"] * 3600000),
+                         retention_bytes=get("retention.bytes", cfg["log.retention.bytes"]),
+                         max_message_bytes=get("max.message.bytes", cfg["message.max.bytes"]))
+
+    def _endpoint_of(self, broker_id: int) -> BrokerEndpoint | None:
+        return self.metadata.brokers.get(broker_id)
+
+    def _auto_create_topics(self, topics: list[str]) -> None:
+        """Metadata for an unknown topic creates it (auto.create.topics.enable), as Kafka does."""
+        cfg = self.config
+        if not cfg["auto.create.topics.enable"]:
+            return
+        admin = ZkAdmin(client=self.zk)
+        brokers = sorted(self.metadata.brokers) or admin.live_broker_ids()
+        for topic in topics:
+            try:
+                zn.validate_topic_name(topic)
+                replicas = assign_replicas(brokers, cfg["num.partitions"],
+                                           cfg["default.replication.factor"])
+                admin.create_topic(topic, replicas, {})
+                log.info("Auto-created topic %s with %d partitions", topic, len(replicas))
+            except NodeExistsError:
+                pass
+            except (ValueError, AdminOperationError) as e:
+                log.warning("Could not auto-create topic %s: %s", topic, e)
+
     def shutdown(self) -> None:
         log.info("[Kafka Server %d], shutting down", self.broker_id)
         if self.controller is not None:
             self.controller.shutdown()
         if self.listener is not None:
             self.listener.stop(timeout=2)
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.isr_writer is not None:
+            self.isr_writer.stop()
         if self.zk is not None:
             try:
                 self.zk.stop()

@@ -136,7 +136,10 @@ class ClusterFixture:
 
     def kill(self, i, sig=signal.SIGKILL):
         """Send ``sig`` (default SIGKILL) to broker ``i``; KILL/TERM wait until it is gone."""
-        return self.cluster.kill_broker(i, sig)
+        pid = self.cluster.kill_broker(i, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            wait_until(lambda: not self.broker_alive(i), 30, 0.05, f"broker {i} did not die")
+        return pid
 
     def sigstop(self, i):
         return self.cluster.kill_broker(i, signal.SIGSTOP)

@@ -1,0 +1,205 @@
+"""Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch against this broker's partitions.
+
+Record data stays opaque here: produce hands the bytes to the leader's log,
+fetch returns byte ranges of the log.  acks=-1 produce requests and fetches
+that want more bytes than are there wait on the partitions' change events
+(the "purgatory" of Kafka) without blocking other connections.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import gevent
+
+from kafka_ha.broker.partition import Partition
+from kafka_ha.log.errors import OffsetOutOfRangeError
+from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
+from kafka_ha.records.errors import RecordsError
+
+log = logging.getLogger(__name__)
+
+CONSUMER, DEBUG_CONSUMER = -1, -2
+VALID_ACKS = (-1, 0, 1)
+
+
+class DataPlane:
+    def __init__(self, broker_id: int, partitions: dict[TopicPartition, Partition],
+                 topic_exists: Callable[[str], bool], max_message_bytes: Callable[[str], int]) -> None:
+        self.broker_id = broker_id
+        self.partitions = partitions
+        self._topic_exists = topic_exists
+        self._max_message_bytes = max_message_bytes
+
+    def _partition(self, tp: TopicPartition) -> tuple[Partition | None, int]:
+        p = self.partitions.get(tp)
+        if p is None:
+            known = self._topic_exists(tp.topic)
+            return None, ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return p, ErrorCode.NONE
+
+    # ---- Produce --------------------------------------------------------
+
+    def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | None:
+        acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
+        results: dict[TopicPartition, list] = {}  # tp -> [error, base_offset, last_offset]
+        for topic in request["topic_data"]:
+            for part in topic["partition_data"]:
+                tp = TopicPartition(topic["name"], part["index"])
+                results[tp] = self._append(tp, part["records"], acks)
+        if acks == 0:
+            return None
+        if acks == -1:
+            self._await_replication(results, timeout_s)
+        by_topic: dict[str, list] = {}
+        for tp, (error, base, _last) in results.items():
+            entry = {"index": tp.partition, "error_code": error, "base_offset": base}
+            if version >= 2:
+                entry["log_append_time_ms"] = -1
+            by_topic.setdefault(tp.topic, []).append(entry)
+        response: dict[str, Any] = {"responses": [{"name": t, "partition_responses": ps}
+                                                  for t, ps in by_topic.items()]}
+        if version >= 1:
+            response["throttle_time_ms"] = 0
+        return response
+
+    def _append(self, tp: TopicPartition, records, acks: int) -> list:
+        if acks not in VALID_ACKS:
+            return [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1]
+        p, error = self._partition(tp)
+        if p is None:
+            return [error, -1, -1]
+        if not records:
+            return [ErrorCode.CORRUPT_MESSAGE, -1, -1]
+        try:
+            result = p.append_as_leader(records, acks)
+        except KafkaProtocolError as e:
+            return [e.code, -1, -1]
+        except RecordsError as e:
+            log.info("Rejected produce to %s: %s", tp, e)
+            return [e.code, -1, -1]
+        return [ErrorCode.NONE, result.first_offset, result.last_offset]
+
+    def _await_replication(self, results: dict[TopicPartition, list], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for tp, result in results.items():
+            if result[0] == ErrorCode.NONE:
+                remaining = max(0.0, deadline - time.monotonic())
+                result[0] = self.partitions[tp].wait_for_acks(result[2], remaining)
+
+    # ---- Fetch --------------------------------------------------------------
+
+    def fetch(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        replica_id = request["replica_id"]
+        wanted = [(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"], p["partition_max_bytes"])
+                  for t in request["topics"] for p in t["partitions"]]
+        if replica_id >= 0:
+            for tp, offset, _ in wanted:
+                p = self.partitions.get(tp)
+                if p is not None:
+                    p.on_follower_fetch(replica_id, offset)
+        max_total = request.get("max_bytes", 0x7FFFFFFF)
+        deadline = time.monotonic() + request["max_wait_ms"] / 1000
+        while True:
+            entries, total, errors = self._read_all(wanted, replica_id, max_total)
+            remaining = deadline - time.monotonic()
+            if total >= request["min_bytes"] or errors or remaining <= 0:
+                break
+            events = [p.changed_event for tp, _, _ in wanted if (p := self.partitions.get(tp))]
+            if not events:
+                break
+            gevent.wait(events, timeout=remaining, count=1)
+        by_topic: dict[str, list] = {}
+        for tp, entry in entries:
+            by_topic.setdefault(tp.topic, []).append(entry)
+        response: dict[str, Any] = {"responses": [{"topic": t, "partitions": ps}
+                                                  for t, ps in by_topic.items()]}
+        if version >= 1:
+            response["throttle_time_ms"] = 0
+        return response
+
+    def _read_all(self, wanted, replica_id: int, max_total: int):
+        entries, total, errors = [], 0, False
+        for tp, offset, max_bytes in wanted:
+            entry = self._read_one(tp, offset, max_bytes, replica_id,
+                                   min_one=total == 0, budget=max_total - total)
+            total += len(entry["records"] or b"")
+            errors |= entry["error_code"] != ErrorCode.NONE
+            entries.append((tp, entry))
+        return entries, total, errors
+
+    def _read_one(self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int,
+                  min_one: bool, budget: int) -> dict[str, Any]:
+        entry: dict[str, Any] = {"partition_index": tp.partition, "error_code": ErrorCode.NONE,
+                                 "high_watermark": -1, "records": b""}
+        p, error = self._partition(tp)
+        if p is None:
+            entry["error_code"] = error
+            return entry
+        if not p.is_leader and replica_id != DEBUG_CONSUMER:
+            entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
+            return entry
+        entry["high_watermark"] = p.high_watermark
+        # Consumers read committed data only; followers (and the debug consumer) up to the LEO.
+        max_offset = None if replica_id >= 0 or replica_id == DEBUG_CONSUMER else p.high_watermark
+        try:
+            data = p.log.read(offset, min(max_bytes, max(budget, 0)), max_offset, min_one_message=min_one)
+        except OffsetOutOfRangeError:
+            entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            return entry
+        # One copy out of the page cache into the response.
+        entry["records"] = data.to_bytes()
+        return entry
+
+    # ---- ListOffsets and OffsetsForLeaderEpoch ------------------------------------
+
+    def list_offsets(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        replica_id = request["replica_id"]
+        topics = []
+        for topic in request["topics"]:
+            parts = []
+            for part in topic["partitions"]:
+                tp = TopicPartition(topic["name"], part["partition_index"])
+                error, offset = self._offset_for(tp, part["timestamp"], replica_id)
+                if version == 0:
+                    parts.append({"partition_index": tp.partition, "error_code": error,
+                                  "old_style_offsets": [] if offset < 0 else [offset]})
+                else:
+                    parts.append({"partition_index": tp.partition, "error_code": error,
+                                  "timestamp": -1, "offset": offset})
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"topics": topics}
+
+    def _offset_for(self, tp: TopicPartition, timestamp: int, replica_id: int) -> tuple[int, int]:
+        p, error = self._partition(tp)
+        if p is None:
+            return error, -1
+        if not p.is_leader and replica_id != DEBUG_CONSUMER:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION, -1
+        if timestamp == -2:
+            return ErrorCode.NONE, p.log.log_start_offset
+        if timestamp == -1:
+            return ErrorCode.NONE, (p.log.log_end_offset if replica_id >= 0 else p.high_watermark)
+        offset = p.log.offset_for_time(timestamp)
+        return ErrorCode.NONE, (p.high_watermark if offset is None else min(offset, p.high_watermark))
+
+    def offsets_for_leader_epoch(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        topics = []
+        for topic in request["topics"]:
+            parts = []
+            for part in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], part["partition"])
+                p = self.partitions.get(tp)
+                if p is None or not p.is_leader:
+                    epoch, end, error = -1, -1, ErrorCode.NOT_LEADER_FOR_PARTITION
+                else:
+                    epoch, end = p.log.end_offset_for_epoch(part["leader_epoch"])
+                    error = ErrorCode.NONE
+                entry = {"error_code": error, "partition": tp.partition, "end_offset": end}
+                if version >= 1:
+                    entry["leader_epoch"] = epoch
+                parts.append(entry)
+            topics.append({"topic": topic["topic"], "partitions": parts})
+        return {"topics": topics}

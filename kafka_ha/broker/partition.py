@@ -1,0 +1,206 @@
+"""One partition's replica on this broker: role, ISR, high watermark, and its log.
+
+As leader it appends produced batches, tracks each follower's fetch position,
+advances the high watermark (``replication.py`` decides) and changes the ISR
+through ``IsrWriter``.  As follower it only holds the log the fetcher appends
+to and the high watermark the leader reports.  All of it runs on gevent
+greenlets of one process, so state changes between two I/O points are atomic.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from gevent.event import Event
+from gevent.lock import Semaphore
+
+from kafka_ha.broker import replication
+from kafka_ha.broker.replication import FollowerState
+from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
+from kafka_ha.records.convert import needs_conversion, to_v2
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int = -1
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, broker_id: int, log_: object,
+                 min_isr: Callable[[], int], isr_writer: object) -> None:
+        self.tp = tp
+        self.broker_id = broker_id
+        self.log = log_
+        self._min_isr = min_isr
+        self._isr_writer = isr_writer
+        self.leader = -1
+        self.leader_epoch = -1
+        self.leader_epoch_start_offset = 0
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.high_watermark = 0
+        self.followers: dict[int, FollowerState] = {}
+        self._isr_lock = Semaphore()
+        self._changed = Event()  # set and replaced whenever LEO, HW or role changes
+
+    # ---- role changes (LeaderAndIsr) -------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.broker_id
+
+    def make_leader(self, s: PartitionStateInfo) -> None:
+        """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes."""
+        self._adopt(s)
+        leo = self.log.log_end_offset
+        self.leader_epoch_start_offset = leo
+        # The new epoch starts at our LEO (Kafka 2.1+), so OffsetsForLeaderEpoch
+        # answers right even before anything is appended in it.
+        self.log.assign_epoch_start_offset(s.leader_epoch, leo)
+        self.followers = {r: FollowerState() for r in s.replicas if r != self.broker_id}
+        # Followers are presumed caught up as of now, as Kafka does, so a
+        # leader change does not shrink the ISR before anyone could fetch.
+        t = now_ms()
+        for r in s.isr:
+            if r in self.followers:
+                self.followers[r].last_caught_up_ms = t
+        self._maybe_advance_hw()
+        self._notify()
+
+    def make_follower(self, s: PartitionStateInfo) -> None:
+        self._adopt(s)
+        self.followers = {}
+        self._notify()
+
+    def _adopt(self, s: PartitionStateInfo) -> None:
+        self.leader, self.leader_epoch = s.leader, s.leader_epoch
+        self.zk_version, self.controller_epoch = s.zk_version, s.controller_epoch
+        self.replicas, self.isr = tuple(s.replicas), tuple(s.isr)
+
+    def stop(self) -> None:
+        self.leader = -1
+        self._notify()
+
+    # ---- leader: produce ---------------------------------------------------
+
+    def append_as_leader(self, records: bytes | memoryview, acks: int) -> AppendResult:
+        if not self.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        min_isr = self._min_isr()
+        if acks == -1 and len(self.isr) < min_isr:
+            raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                     f"ISR {list(self.isr)} is smaller than min.insync.replicas "
+                                     f"{min_isr}")
+        if needs_conversion(records):
+            records = to_v2(records)
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self._maybe_advance_hw()
+        self._notify()
+        return AppendResult(info.first_offset, info.last_offset)
+
+    def wait_for_acks(self, required_offset: int, timeout_s: float) -> int:
+        """acks=-1: wait until the HW passes ``required_offset``; returns an error code."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.is_leader:
+                return ErrorCode.NOT_LEADER_FOR_PARTITION
+            if self.high_watermark > required_offset:
+                if len(self.isr) < self._min_isr():
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            self._changed.wait(remaining)
+
+    # ---- leader: follower fetches ------------------------------------------
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: its LEO. May advance the HW or grow the ISR."""
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_leader:
+            return
+        replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now_ms())
+        if replica_id not in self.isr and replication.may_join_isr(
+                follower, self.high_watermark, self.leader_epoch_start_offset):
+            self._isr_writer.spawn_change(self, self.isr + (replica_id,),
+                                          f"follower {replica_id} caught up to offset {fetch_offset}")
+        if self._maybe_advance_hw():
+            self._notify()
+
+    def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
+        if not self.is_leader:
+            return
+        lagging = replication.out_of_sync_followers(self.isr, self.broker_id, self.followers,
+                                                    now_ms(), lag_time_max_ms)
+        if lagging:
+            new_isr = tuple(r for r in self.isr if r not in lagging)
+            self._isr_writer.change(self, new_isr, f"followers {lagging} fell more than "
+                                                   f"{lag_time_max_ms} ms behind")
+
+    def set_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """Adopt an ISR written to ZooKeeper by this leader."""
+        self.isr, self.zk_version = isr, zk_version
+        self._maybe_advance_hw()
+        self._notify()
+
+    def isr_lock(self) -> Semaphore:
+        return self._isr_lock
+
+    def state_for_zk(self, isr: tuple[int, ...]) -> LeaderAndIsr:
+        return LeaderAndIsr(self.broker_id, self.leader_epoch, isr, self.controller_epoch,
+                            self.zk_version)
+
+    # ---- high watermark ------------------------------------------------------
+
+    def _maybe_advance_hw(self) -> bool:
+        new = replication.new_high_watermark(self.high_watermark, self.log.log_end_offset, self.isr,
+                                             self.broker_id, self.followers, self._min_isr())
+        if new != self.high_watermark:
+            self.high_watermark = new
+            return True
+        return False
+
+    def set_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower's HW: the leader's, capped by what it has (never past its own LEO)."""
+        new = min(leader_hw, self.log.log_end_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
+            self._notify()
+
+    def restore_high_watermark(self, hw: int) -> None:
+        """From the checkpoint at start-up, capped by the recovered log."""
+        self.high_watermark = max(self.log.log_start_offset, min(hw, self.log.log_end_offset))
+
+    # ---- waiting ---------------------------------------------------------
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, Event()
+        changed.set()
+
+    @property
+    def changed_event(self) -> Event:
+        return self._changed
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._notify()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        self._notify()

@@ -1,0 +1,55 @@
+"""A broker's view of topic-level config overrides (``/config/topics/<t>``).
+
+Read when the broker first hosts a partition of the topic; a malformed or
+invalid override is logged and the broker default used, never fatal.
+"""
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from kafka_ha.config import BrokerConfig, topic_setting
+from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.errors import MalformedZnode
+
+log = logging.getLogger(__name__)
+
+
+class TopicConfigs:
+    def __init__(self, zk: KazooClient | None, broker: BrokerConfig) -> None:
+        self.zk = zk
+        self.broker = broker
+        self._overrides: dict[str, dict[str, str]] = {}
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        cached = self._overrides.get(topic)
+        if cached is None:
+            cached = self._overrides[topic] = self._load(topic)
+        return cached
+
+    def _load(self, topic: str) -> dict[str, str]:
+        if self.zk is None:
+            return {}
+        path = azn.TopicConfigZNode.path(topic)
+        try:
+            data, _ = self.zk.get(path)
+            return azn.TopicConfigZNode.decode(data, path)
+        except NoNodeError:
+            return {}
+        except (MalformedZnode, KazooException) as e:
+            log.error("Using broker defaults for topic %s: %s", topic, e)
+            return {}
+
+    def invalidate(self, topic: str) -> None:
+        self._overrides.pop(topic, None)
+
+    def setting(self, topic: str, name: str):
+        return topic_setting(name, self.overrides(topic), self.broker)
+
+    def min_isr(self, topic: str) -> int:
+        return self.setting(topic, "min.insync.replicas")
+
+    def max_message_bytes(self, topic: str) -> int:
+        return self.setting(topic, "max.message.bytes")

@@ -1,0 +1,198 @@
+"""The producer's per-partition batch queues and the rule for when a batch may go.
+
+No I/O and no clock of its own (``now`` is passed in), so the batching and
+ordering rules are testable with plain asserts:
+
+- records for a partition are appended to the last open batch, closed when
+  ``batch_size`` would be exceeded (the first record always fits);
+- a partition has at most **one batch in flight**: a retried batch goes back
+  to the head of its queue, so nothing behind it can overtake it;
+- a head batch is ready when it is full, has lingered ``linger_s``, is a
+  retry whose backoff passed, or the producer is flushing.
+
+>>> acc = RecordAccumulator(batch_size=100, linger_s=0.005, retry_backoff_s=0.1)
+>>> tp = TopicPartition("t", 0)
+>>> acc.append(tp, Record(None, b"x" * 10), None, now=0.0)
+(True, False)
+>>> acc.drain(0.001, lambda tp: 1, busy=set(), flushing=False)
+({}, 0.004)
+>>> ready, _ = acc.drain(0.006, lambda tp: 1, busy=set(), flushing=False)
+>>> [(node, [b.tp for b in batches]) for node, batches in ready.items()]
+[(1, [TopicPartition(topic='t', partition=0)])]
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from kafka_ha.model import TopicPartition
+from kafka_ha.records.builder import Record, build_v2_batch
+
+from .errors import KafkaError
+from .future import RecordFuture, RecordMetadata
+
+# A v2 batch header is 61 bytes; a record adds at most ~21 bytes of varints
+# and attributes around its key, value and headers (Kafka's estimate).
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 21
+
+
+def record_size(record: Record) -> int:
+    size = RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+    for h_key, h_value in record.headers:
+        size += len(h_key) + len(h_value or b"") + 2
+    return size
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    tp: TopicPartition
+    created: float
+    records: list[Record] = field(default_factory=list)
+    futures: list[RecordFuture | None] = field(default_factory=list)
+    size: int = BATCH_OVERHEAD
+    closed: bool = False
+    attempts: int = 0
+    retry_at: float = 0.0
+    _payload: bytes | None = None
+
+    def try_append(self, record: Record, future: RecordFuture | None, limit: int) -> bool:
+        added = record_size(record)
+        if self.closed or (self.records and self.size + added > limit):
+            self.closed = True
+            return False
+        self.records.append(record)
+        self.futures.append(future)
+        self.size += added
+        return True
+
+    def payload(self, compression: str) -> bytes:
+        """The v2 batch bytes, built once: a retry resends exactly the same data."""
+        if self._payload is None:
+            self.closed = True
+            self._payload = build_v2_batch(self.records, compression=compression)
+        return self._payload
+
+    def complete(self, base_offset: int) -> None:
+        for i, future in enumerate(self.futures):
+            if future is not None:
+                offset = base_offset + i if base_offset >= 0 else -1
+                future.set_result(RecordMetadata(self.tp.partition, offset))
+
+    def fail(self, exc: KafkaError) -> None:
+        for future in self.futures:
+            if future is not None:
+                future.set_exception(exc)
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, linger_s: float, retry_backoff_s: float) -> None:
+        self.batch_size = batch_size
+        self.linger_s = linger_s
+        self.retry_backoff_s = retry_backoff_s
+        self.buffered_bytes = 0
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._in_flight: set[TopicPartition] = set()
+
+    def append(self, tp: TopicPartition, record: Record, future: RecordFuture | None,
+               now: float) -> tuple[bool, bool]:
+        """Queue ``record``; return ``(opened, full)``.
+
+        ``opened``: a new batch was started (the sender must arm its linger
+        timer); ``full``: a batch of ``tp`` just became complete (send it now).
+        """
+        queue = self._queues.setdefault(tp, deque())
+        opened = not queue or not queue[-1].try_append(record, future, self.batch_size)
+        if opened:
+            queue.append(ProducerBatch(tp, now))
+            queue[-1].try_append(record, future, self.batch_size)
+        self.buffered_bytes += record_size(record)
+        full = (opened and len(queue) > 1) or queue[-1].size >= self.batch_size
+        return opened, full
+
+    def drain(self, now: float, leader_of: Callable[[TopicPartition], int | None],
+              busy: set[int], flushing: bool) -> tuple[dict[int, list[ProducerBatch]], float | None]:
+        """Take the ready head batches, grouped by leader; return them and the next wake-up delay.
+
+        Partitions whose leader is unknown are left queued (the caller learns
+        that from :meth:`waiting_for_leader`).  Taken batches are in flight
+        until :meth:`done` or :meth:`requeue`.
+        """
+        ready: dict[int, list[ProducerBatch]] = {}
+        delay: float | None = None
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight:
+                continue
+            batch = queue[0]
+            wait = self._wait_left(batch, len(queue) > 1, now, flushing)
+            node = leader_of(tp)
+            if wait > 0:
+                delay = wait if delay is None else min(delay, wait)
+            elif node is not None and node not in busy:
+                queue.popleft()
+                batch.attempts += 1
+                self._in_flight.add(tp)
+                ready.setdefault(node, []).append(batch)
+        return ready, delay
+
+    def waiting_for_leader(self, leader_of: Callable[[TopicPartition], int | None]) -> bool:
+        return any(q and tp not in self._in_flight and leader_of(tp) is None
+                   for tp, q in self._queues.items())
+
+    def requeue(self, batch: ProducerBatch, now: float) -> None:
+        """Put a failed batch back at the head of its queue, to retry after the backoff."""
+        batch.retry_at = now + self.retry_backoff_s
+        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+        self._in_flight.discard(batch.tp)
+
+    def done(self, batch: ProducerBatch) -> None:
+        """The batch left the producer for good (acknowledged or failed)."""
+        self._in_flight.discard(batch.tp)
+        self.buffered_bytes -= batch.size - BATCH_OVERHEAD
+        queue = self._queues.get(batch.tp)
+        if queue is not None and not queue:
+            del self._queues[batch.tp]
+
+    def _drop_empty_queues(self) -> None:
+        self._queues = {tp: q for tp, q in self._queues.items() if q}
+
+    def expired(self, now: float, timeout_s: float) -> list[ProducerBatch]:
+        """Remove and return queued batches older than ``timeout_s``.
+
+        A partition with a batch in flight is left alone: its queue is next in
+        line once that request returns, and expiring behind it gains nothing.
+        """
+        old = []
+        for tp, queue in self._queues.items():
+            if tp in self._in_flight:
+                continue
+            while queue and now - queue[0].created >= timeout_s:
+                old.append(queue.popleft())
+        for batch in old:
+            self.buffered_bytes -= batch.size - BATCH_OVERHEAD
+        self._drop_empty_queues()
+        return old
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (in-flight ones finish on their own)."""
+        batches = list(self)
+        for queue in self._queues.values():
+            queue.clear()
+        for batch in batches:
+            self.buffered_bytes -= batch.size - BATCH_OVERHEAD
+        self._drop_empty_queues()
+        return batches
+
+    def is_empty(self) -> bool:
+        return not self._in_flight and not any(self._queues.values())
+
+    def __iter__(self) -> Iterator[ProducerBatch]:
+        return (b for queue in self._queues.values() for b in queue)
+
+    def _wait_left(self, batch: ProducerBatch, full: bool, now: float, flushing: bool) -> float:
+        if batch.attempts:
+            return batch.retry_at - now
+        if full or flushing or batch.size >= self.batch_size:
+            return 0.0
+        return batch.created + self.linger_s - now

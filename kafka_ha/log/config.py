@@ -1,0 +1,38 @@
+"""Per-log settings (topic-level configs of Kafka's ``LogConfig``).
+
+>>> LogConfig(segment_bytes=1024).segment_bytes
+1024
+>>> LogConfig(segment_bytes=10)
+Traceback (most recent call last):
+...
+ValueError: segment_bytes must be between 26 and 2147483647, not 10
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
+
+from .segment import MAX_SEGMENT_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30              # log.segment.bytes
+    retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.hours=168; < 0: unlimited
+    retention_bytes: int = -1                 # log.retention.bytes; < 0: unlimited
+    max_message_bytes: int = 1000012          # message.max.bytes (one entry incl. its 12-byte prefix)
+    index_interval_bytes: int = 4096          # log.index.interval.bytes
+    flush_messages: int | None = None         # log.flush.interval.messages; None: the broker's timer
+    file_delete_delay_ms: int = 60000         # file.delete.delay.ms: deleted segments stay readable
+
+    def __post_init__(self) -> None:
+        if not LOG_OVERHEAD + V0_MIN_SIZE <= self.segment_bytes <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes must be between {LOG_OVERHEAD + V0_MIN_SIZE} and "
+                             f"{MAX_SEGMENT_BYTES}, not {self.segment_bytes}")
+        if self.max_message_bytes < LOG_OVERHEAD + V0_MIN_SIZE:
+            raise ValueError(f"max_message_bytes {self.max_message_bytes} is too small")
+        if self.index_interval_bytes < 0 or self.file_delete_delay_ms < 0:
+            raise ValueError("index_interval_bytes and file_delete_delay_ms must be >= 0")
+        if self.flush_messages is not None and self.flush_messages < 1:
+            raise ValueError(f"flush_messages must be >= 1 or None, not {self.flush_messages}")

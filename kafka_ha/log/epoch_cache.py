@@ -1,0 +1,152 @@
+"""The leader epoch cache of one partition: which epoch started at which offset.
+
+KIP-101 / KIP-279 (failure-scenarios.md §2-3; Kafka's
+``LeaderEpochFileCache``).  The cache is pure logic over a sorted list of
+``(epoch, start_offset)``; when given a checkpoint file it rewrites it after
+every change so that a restart sees the same epochs.
+
+>>> cache = LeaderEpochCache()
+>>> cache.assign(0, 0); cache.assign(3, 1200); cache.assign(2, 1500)   # 2 < 3: ignored
+True
+True
+False
+>>> cache.entries()
+[EpochEntry(epoch=0, start_offset=0), EpochEntry(epoch=3, start_offset=1200)]
+>>> cache.end_offset_for(0, 2000), cache.end_offset_for(2, 2000), cache.end_offset_for(3, 2000)
+((0, 1200), (0, 1200), (3, 2000))
+>>> cache.end_offset_for(4, 2000)
+(-1, -1)
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Iterable, NamedTuple
+
+from .checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """``epoch -> start offset`` for one partition, strictly increasing in both."""
+
+    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None,
+                 entries: Iterable[tuple[int, int]] = ()) -> None:
+        self._checkpoint = checkpoint
+        self._entries: list[EpochEntry] = []
+        for epoch, start in entries:
+            self.assign(epoch, start, flush=False)
+
+    @classmethod
+    def load(cls, checkpoint: LeaderEpochCheckpointFile) -> LeaderEpochCache | None:
+        """The cache stored in ``checkpoint``; None if the file does not exist.
+
+        Raises :class:`CorruptCheckpointError` if the file does not parse or
+        its entries are not strictly increasing (the caller rebuilds it).
+        """
+        stored = checkpoint.read()
+        if stored is None:
+            return None
+        for (e1, s1), (e2, s2) in zip(stored, stored[1:]):
+            if e2 <= e1 or s2 < s1:
+                raise CorruptCheckpointError(checkpoint.path, None,
+                                             f"entries ({e1}, {s1}) then ({e2}, {s2}) are not increasing")
+        cache = cls(checkpoint)
+        cache._entries = [EpochEntry(e, s) for e, s in stored]
+        return cache
+
+    # --- queries -----------------------------------------------------------------------
+
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    def start_offset_of(self, epoch: int) -> int | None:
+        """Start offset of exactly ``epoch`` (KAFKA-7128's check), None if unknown."""
+        for entry in self._entries:
+            if entry.epoch == epoch:
+                return entry.start_offset
+        return None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """KIP-279 answer to OffsetsForLeaderEpoch: ``(epoch, end_offset)``.
+
+        - the latest epoch ends at the log end offset;
+        - otherwise answer the largest known epoch <= requested, ending where the
+          next higher epoch starts;
+        - a requested epoch below every known epoch ends where the first known
+          epoch starts (Kafka answers with the requested epoch itself then);
+        - an undefined or newer-than-latest epoch, or an empty cache: ``(-1, -1)``.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self._entries]
+        higher = bisect.bisect_right(epochs, requested_epoch)   # first entry with epoch > requested
+        if higher == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        end = self._entries[higher].start_offset
+        if higher == 0:
+            return requested_epoch, end
+        return epochs[higher - 1], end
+
+    # --- changes -----------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; False if ignored.
+
+        As in Kafka before 2.4, only a strictly larger epoch starting at or after
+        the latest start offset is recorded; older or repeated epochs are
+        ignored (a follower sees the same epoch on many batches).
+        """
+        if epoch < 0 or start_offset < 0:
+            return False
+        if self._entries:
+            last = self._entries[-1]
+            if epoch <= last.epoch or start_offset < last.start_offset:
+                return False
+        self._entries.append(EpochEntry(epoch, start_offset))
+        if flush:
+            self.flush()
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after ``end_offset`` (the log was truncated there)."""
+        kept = [e for e in self._entries if e.start_offset < end_offset]
+        if len(kept) != len(self._entries):
+            self._entries = kept
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop epochs wholly below a new log start; the epoch spanning it now starts there."""
+        before = [e for e in self._entries if e.start_offset <= start_offset]
+        if not before or (len(before) == 1 and before[0].start_offset == start_offset):
+            return
+        after = self._entries[len(before):]
+        self._entries = [EpochEntry(before[-1].epoch, start_offset)] + after
+        self.flush()
+
+    def clear(self) -> None:
+        self._entries = []
+        self.flush()
+
+    def replace(self, entries: Iterable[tuple[int, int]]) -> None:
+        """Reset to ``entries`` (a rebuild from the log) and persist."""
+        self._entries = []
+        for epoch, start in entries:
+            self.assign(epoch, start, flush=False)
+        self.flush()
+
+    def flush(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self._entries)

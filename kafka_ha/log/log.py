@@ -1,0 +1,323 @@
+"""The replicated log of one partition: ordered segments plus its leader epoch cache.
+
+Appends take a producer's (leader) or the leader's (follower) record set as
+opaque bytes: :mod:`kafka_ha.records.validate` assigns or checks offsets, and
+the buffer is written to the active segment in one ``write``.  Reads return
+file slices, never copies.  Nothing here starts threads or timers; the broker
+calls :meth:`Log.flush` and :meth:`Log.delete_old_segments` periodically.
+Startup recovery is in :mod:`.loader`.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+from typing import NamedTuple
+
+from kafka_ha.model import TopicPartition
+from kafka_ha.records.validate import assign_offsets, validate_follower_records
+
+from .checkpoints import fsync_dir
+from .config import LogConfig
+from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
+from .loader import load_epoch_cache, load_segments
+from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1      # ListOffsets: the log end offset
+EARLIEST_TIMESTAMP = -2    # ListOffsets: the log start offset
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int       # first_offset - 1 when nothing was appended
+    count: int
+    max_timestamp: int
+    shallow_count: int
+
+
+class FetchData(NamedTuple):
+    first_offset: int              # the offset that was asked for
+    slices: list                   # [FileSlice]; empty at the log end
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+    def to_bytes(self) -> bytes:
+        """The slices' bytes (tests and non-sendfile paths)."""
+        return b"".join(s.read() for s in self.slices)
+
+
+class Log:
+    """Segments ``[log_start_offset, log_end_offset)`` of one partition in ``dir``."""
+
+    def __init__(self, dir: str, tp: TopicPartition, config: LogConfig, recovery_point: int = 0,
+                 clean_shutdown: bool = False) -> None:
+        self.dir, self.tp, self.config = dir, tp, config
+        os.makedirs(dir, exist_ok=True)
+        self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
+        self._bases = [s.base_offset for s in self._segments]
+        self.epoch_cache = load_epoch_cache(dir, self._segments)
+        # After recovery everything up to the LEO has been verified (Kafka does the same).
+        self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
+            else min(recovery_point, self.log_end_offset)
+        self._unflushed_messages = 0
+        self._dir_dirty = False
+        self._graveyard: list[tuple[float, LogSegment]] = []
+        log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
+                 self.log_end_offset, len(self._segments), self.epoch_cache.entries())
+
+    # --- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-279): ``(largest epoch <= epoch, its end offset)``."""
+        return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
+        """Record a new leader epoch starting at ``start_offset`` (default: the LEO).
+
+        A new leader calls this when it takes over (Kafka 2.1+), so it can
+        answer OffsetsForLeaderEpoch before it has appended anything.
+        """
+        self.epoch_cache.assign(epoch, self.log_end_offset if start_offset is None else start_offset)
+
+    def offset_for_time(self, timestamp: int) -> int | None:
+        """ListOffsets: -1 the LEO, -2 the log start, else the first entry with a
+        timestamp >= ``timestamp`` (a header scan; None if there is none)."""
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset
+        for segment in self._segments:
+            prev_last = segment.base_offset - 1
+            for entry in segment.headers():
+                if entry.max_timestamp >= timestamp:
+                    return entry.first_offset if entry.first_offset is not None else prev_last + 1
+                prev_last = entry.last_offset
+        return None
+
+    # --- appends ---------------------------------------------------------------------------------
+
+    def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
+        """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
+        assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
+        self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
+                     assigned.max_timestamp, assigned.count)
+        self.epoch_cache.assign(leader_epoch, assigned.first_offset)
+        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count,
+                          assigned.max_timestamp, assigned.shallow_count)
+
+    def append_as_follower(self, records) -> AppendInfo:
+        """Append fetched entries that must continue the log at the LEO.
+
+        A partial trailing entry is dropped (the next fetch asks for it again);
+        the epochs of v2 batches go into the epoch cache.
+        """
+        leo = self.log_end_offset
+        checked = validate_follower_records(records, leo)
+        if not checked.valid_bytes:
+            return AppendInfo(leo, leo - 1, 0, -1, 0)
+        count = checked.last_offset - leo + 1
+        self._append(leo, checked.last_offset, memoryview(records)[:checked.valid_bytes],
+                     checked.max_timestamp, count)
+        for epoch, start in checked.epochs:
+            self.epoch_cache.assign(epoch, start)
+        return AppendInfo(leo, checked.last_offset, count, checked.max_timestamp, checked.shallow_count)
+
+    def _append(self, first: int, last: int, buffer, max_timestamp: int, count: int) -> None:
+        if len(buffer) > self.config.segment_bytes:
+            raise RecordSetTooLargeError(f"{self.tp}: a {len(buffer)}-byte append does not fit in a "
+                                         f"segment of {self.config.segment_bytes} bytes")
+        active = self._segments[-1]
+        if not active.is_empty() and (active.size + len(buffer) > self.config.segment_bytes
+                                      or last - active.base_offset > MAX_RELATIVE_OFFSET):
+            active = self._roll(first)
+        active.append(first, last, buffer, max_timestamp)
+        self._unflushed_messages += count
+        if self.config.flush_messages and self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        segment = LogSegment(self.dir, base_offset, self.config.index_interval_bytes)
+        if not segment.is_empty():
+            raise RuntimeError(f"{self.tp}: cannot roll to {segment.log_path}: it already holds data")
+        self._segments.append(segment)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        log.info("%s: rolled a new segment at offset %d", self.tp, base_offset)
+        return segment
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchData:
+        """Whole entries from the one holding ``start_offset``, at most ``max_bytes``.
+
+        Only entries whose last offset is below ``max_offset`` are returned (the
+        HW for consumers).  ``start_offset`` must be within ``[log_start_offset,
+        log_end_offset]``; at the LEO the result is empty.
+        """
+        leo = self.log_end_offset
+        if not self.log_start_offset <= start_offset <= leo:
+            raise OffsetOutOfRangeError(f"{self.tp}: offset {start_offset} is outside the log's "
+                                        f"range [{self.log_start_offset}, {leo}]")
+        slices: list[FileSlice] = []
+        if start_offset == leo or (max_offset is not None and start_offset >= max_offset):
+            return FetchData(start_offset, slices)
+        remaining = max_bytes
+        for i in range(bisect.bisect_right(self._bases, start_offset) - 1, len(self._segments)):
+            segment = self._segments[i]
+            max_position = None
+            if max_offset is not None and not (i + 1 < len(self._bases) and self._bases[i + 1] <= max_offset):
+                max_position = segment.position_of(max_offset)
+            piece = segment.read(start_offset, remaining, max_position, min_one_message and not slices)
+            if piece is not None:
+                slices.append(piece)
+                remaining -= piece.length
+            if max_position is not None or remaining <= 0 or \
+                    (piece is not None and piece.position + piece.length < segment.size):
+                break
+        return FetchData(start_offset, slices)
+
+    # --- truncation -------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove offsets >= ``offset`` (a follower diverging from its leader).
+
+        Cuts at an entry boundary, so the new LEO may be below ``offset`` when
+        ``offset`` falls inside a batch.  Returns False when there was nothing
+        to remove.
+        """
+        if offset < 0:
+            raise ValueError(f"{self.tp}: cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = bisect.bisect_right(self._bases, offset)
+        for segment in self._segments[keep:]:
+            self._retire(segment)
+        del self._segments[keep:], self._bases[keep:]
+        removed = self._segments[-1].truncate_to(offset)
+        log.info("%s: truncated to offset %d (new log end %d, %d bytes removed from the active segment)",
+                 self.tp, offset, self.log_end_offset, removed)
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and continue empty at ``offset`` (e.g. the leader's log start moved past ours)."""
+        for segment in self._segments:
+            self._retire(segment)
+        self._segments = [LogSegment(self.dir, offset, self.config.index_interval_bytes)]
+        self._bases = [offset]
+        self._dir_dirty = True
+        self.epoch_cache.clear()
+        self.recovery_point = offset
+        log.info("%s: truncated fully, restarting at offset %d", self.tp, offset)
+
+    # --- retention ----------------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Delete whole segments past ``retention_ms`` or beyond ``retention_bytes``.
+
+        Never the active segment, nor one holding offsets at or above
+        ``high_watermark`` (uncommitted data must survive).  A segment's age
+        is its largest known timestamp, or its file's mtime if it has none.
+        Returns the number of segments deleted.
+        """
+        self._bury_dead(time.monotonic())
+        candidates = self._segments[:-1]
+        if high_watermark is not None:
+            candidates = [s for s, nxt in zip(candidates, self._bases[1:]) if nxt <= high_watermark]
+        by_time = 0
+        if self.config.retention_ms >= 0:
+            for segment in candidates:
+                stamp = segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
+                if now_ms - stamp <= self.config.retention_ms:
+                    break
+                by_time += 1
+        by_size, excess = 0, self.size - self.config.retention_bytes
+        if self.config.retention_bytes >= 0:
+            for segment in candidates:
+                if excess < segment.size:
+                    break
+                excess -= segment.size
+                by_size += 1
+        count = max(by_time, by_size)
+        if count:
+            for segment in self._segments[:count]:
+                self._retire(segment)
+            del self._segments[:count], self._bases[:count]
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+            log.info("%s: retention deleted %d segments, log start is now %d", self.tp, count,
+                     self.log_start_offset)
+        return count
+
+    def _retire(self, segment: LogSegment) -> None:
+        # Unlink now, close later: a FileSlice of it may still be going out by sendfile.
+        segment.delete(close=False)
+        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, segment))
+        self._dir_dirty = True
+
+    def _bury_dead(self, now: float) -> None:
+        alive = []
+        for deadline, segment in self._graveyard:
+            if deadline <= now:
+                segment.close()
+            else:
+                alive.append((deadline, segment))
+        self._graveyard = alive
+
+    # --- durability and lifecycle ---------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
+        the recovery point (default: to the LEO)."""
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if self._dir_dirty:
+            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
+            self._dir_dirty = False
+        if target <= self.recovery_point:
+            return
+        for i, segment in enumerate(self._segments):
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if segment.base_offset < target and (next_base is None or next_base > self.recovery_point):
+                segment.flush()
+        self.recovery_point = target
+        self._unflushed_messages = 0
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._bury_dead(float("inf"))
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"Log({self.tp}, {self.log_start_offset}..{self.log_end_offset}, {len(self._segments)} segments)"

@@ -1,0 +1,165 @@
+"""All partition logs of a broker across its log directories, and their checkpoints.
+
+Each log directory holds ``<topic>-<partition>`` subdirectories plus three
+files: ``recovery-point-offset-checkpoint`` (how far each log is known to be
+flushed), ``replication-offset-checkpoint`` (high watermarks) and, between a
+clean shutdown and the next start, ``.kafka_cleanshutdown``.  The manager runs
+no threads or greenlets: the broker calls :meth:`LogManager.flush_all`,
+:meth:`LogManager.checkpoint_high_watermarks` and
+:meth:`LogManager.run_retention` on its own schedule.
+
+Damage policy: a corrupt recovery-point checkpoint only costs time (every log
+is recovered from offset 0), so it is logged and ignored; a corrupt
+high-watermark checkpoint raises :class:`CorruptCheckpointError`, because
+guessing high watermarks could expose or hide committed data.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Mapping
+
+from kafka_ha.model import TopicPartition
+
+from .checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from .config import LogConfig
+from .log import Log
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``"my-topic-3"`` -> ``TopicPartition("my-topic", 3)``; None if it is not one.
+
+    >>> parse_log_dir_name("my-topic-3"), parse_log_dir_name("lost+found")
+    (TopicPartition(topic='my-topic', partition=3), None)
+    """
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or any(c.isspace() for c in topic):
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+class LogManager:
+    """Creates, loads, finds and deletes :class:`Log` s; owns the per-directory checkpoints."""
+
+    def __init__(self, log_dirs: list[str], default_config: LogConfig,
+                 config_for: Callable[[str], LogConfig] | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self._config_for = config_for or (lambda topic: default_config)
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._load_dir(log_dir)
+
+    def _load_dir(self, log_dir: str) -> None:
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        try:
+            recovery_points = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)).read()
+        except CorruptCheckpointError as exc:
+            log.warning("%s; recovering every log in %s from offset 0", exc, log_dir)
+            recovery_points, clean = {}, False
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            tp = parse_log_dir_name(name)
+            if tp is None:
+                log.warning("skipping directory %s: not a <topic>-<partition> name", path)
+                continue
+            if tp in self._logs:
+                raise RuntimeError(f"partition {tp} has a log in both {self._dir_of[tp]} and {log_dir}")
+            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean)
+            self._dir_of[tp] = log_dir
+        if clean:
+            os.unlink(marker)     # from now on a crash must trigger recovery again
+
+    # --- lookup and lifecycle of logs -------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The log of ``tp``; a new one goes to the directory with the fewest partitions."""
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}")
+        created = Log(path, tp, config or self._config_for(tp.topic))
+        self._logs[tp], self._dir_of[tp] = created, log_dir
+        log.info("created log for %s in %s", tp, log_dir)
+        return created
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        removed = self._logs.pop(tp, None)
+        if removed is None:
+            return False
+        self._dir_of.pop(tp)
+        removed.delete()
+        log.info("deleted log for %s", tp)
+        return True
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """The checkpointed high watermarks of every directory; raises CorruptCheckpointError."""
+        result: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            result.update(OffsetCheckpointFile(os.path.join(log_dir, HIGH_WATERMARK_CHECKPOINT)).read())
+        return result
+
+    def checkpoint_high_watermarks(self, hws: Mapping[TopicPartition, int]) -> None:
+        """Write each directory's file with the high watermarks of the logs it holds."""
+        self._write_per_dir(HIGH_WATERMARK_CHECKPOINT, {tp: hw for tp, hw in hws.items() if tp in self._dir_of})
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT,
+                            {tp: lg.recovery_point for tp, lg in self._logs.items()})
+
+    def _write_per_dir(self, file_name: str, offsets: Mapping[TopicPartition, int]) -> None:
+        for log_dir in self.log_dirs:
+            mine = {tp: off for tp, off in offsets.items() if self._dir_of.get(tp) == log_dir}
+            OffsetCheckpointFile(os.path.join(log_dir, file_name)).write(mine)
+
+    # --- periodic work -------------------------------------------------------------------------------------
+
+    def run_retention(self, now_ms: int,
+                      high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = 0
+        for tp, lg in self._logs.items():
+            hw = None if high_watermarks is None else high_watermarks.get(tp, lg.log_start_offset)
+            deleted += lg.delete_old_segments(now_ms, hw)
+        return deleted
+
+    def flush_all(self) -> None:
+        """fsync every log up to its LEO, then record the new recovery points."""
+        for lg in self._logs.values():
+            lg.flush()
+        self.checkpoint_recovery_points()
+
+    def close(self) -> None:
+        """Flush, checkpoint, mark the shutdown clean and close every log."""
+        self.flush_all()
+        for lg in self._logs.values():
+            lg.close()
+        for log_dir in self.log_dirs:
+            with open(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), "w"):
+                pass
+        self._logs.clear()

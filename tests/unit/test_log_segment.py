@@ -1,0 +1,158 @@
+"""LogSegment: appends, sparse index lookups, truncation, recovery, index rebuild."""
+import os
+
+import pytest
+
+from kafka_ha.log.segment import INDEX_ENTRY, LogSegment
+from kafka_ha.records import Record, build_legacy_message_set, build_v2_batch, decode_records, iter_entries
+
+
+def batch(base, n=4, size=300):
+    return build_v2_batch([Record(None, b"%05d" % (base + i) + b"." * size, 1000 + base + i)
+                           for i in range(n)], base_offset=base, partition_leader_epoch=0)
+
+
+def fill(segment, batches=30, n=4):
+    """Append ``batches`` v2 batches of ``n`` records: offsets 0..batches*n-1."""
+    for b in range(batches):
+        base = segment.base_offset + b * n
+        segment.append(base, base + n - 1, batch(base, n))
+
+
+def offsets(data, min_offset=0):
+    return [r.offset for r in decode_records(data, min_offset)]
+
+
+@pytest.fixture
+def segment(tmp_path):
+    seg = LogSegment(str(tmp_path), 0, index_interval_bytes=2048)
+    yield seg
+    seg.close()
+
+
+def test_file_names_and_sparse_index(segment, tmp_path):
+    fill(segment)
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log"]
+    index = (tmp_path / "00000000000000000000.index").read_bytes()
+    pairs = list(INDEX_ENTRY.iter_unpack(index))
+    # batches are ~1.3 KB: one index entry every second batch, once > 2048 bytes were written
+    assert len(pairs) == 14 and pairs[0] == (8, 2 * len(batch(0)))
+    assert segment.next_offset == 120 and segment.size == 30 * len(batch(0))
+
+
+def test_read_mid_segment_uses_the_index(segment):
+    fill(segment)
+    sl = segment.read(61, 10_000)
+    assert segment._lookup(61) == 14 * len(batch(0))       # indexed batch 56..59, one before 60..63
+    assert sl.position == 15 * len(batch(0))
+    assert sl.first_entry_offset == 60
+    got = offsets(sl.read())
+    assert got[0] == 60 and got[-1] == 60 + 4 * (10_000 // len(batch(0))) - 1   # whole batches only
+    assert sl.length % len(batch(0)) == 0
+
+
+def test_read_bounds(segment):
+    fill(segment)
+    one = len(batch(0))
+    assert segment.read(200, 1000) is None                                 # beyond the end
+    assert segment.read(0, 10).length == one                               # min one message
+    partial = segment.read(0, 10, min_one_message=False)
+    assert partial.length == 10                                            # cut, as Fetch v0-2
+    limited = segment.read(0, 10**6, max_position=segment.position_of(10))
+    assert offsets(limited.read()) == list(range(8))                       # stops before offset 10's batch
+    assert segment.position_of(10) == 2 * one and segment.position_of(10**6) is None
+
+
+def test_truncate_to_mid_segment_and_mid_batch(segment):
+    fill(segment)
+    assert segment.truncate_to(42) == 20 * len(batch(0))                   # 42 is inside batch 40..43
+    assert segment.next_offset == 40 and segment.size == 10 * len(batch(0))
+    assert offsets(segment.read(0, 10**6).read()) == list(range(40))
+    segment.append(40, 43, batch(40))                                      # appends continue cleanly
+    assert segment.read(40, 10**6).first_entry_offset == 40
+    assert segment.truncate_to(0) == 11 * len(batch(0)) and segment.next_offset == 0
+
+
+def test_recover_partial_tail(segment):
+    fill(segment, batches=5)
+    with open(segment.log_path, "ab") as f:
+        f.write(batch(20)[:50])                                            # crash mid-append
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert reopened.tail_damaged and reopened.next_offset == 20
+    assert reopened.recover(1 << 20) == 50
+    assert reopened.size == 5 * len(batch(0)) and reopened.next_offset == 20
+    reopened.close()
+
+
+def test_recover_corrupt_tail_keeps_everything_before(segment):
+    fill(segment, batches=10)
+    one = len(batch(0))
+    with open(segment.log_path, "r+b") as f:
+        f.seek(7 * one + 100)                                              # inside batch 28..31
+        byte = f.read(1)
+        f.seek(7 * one + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert not reopened.tail_damaged                                       # headers still parse
+    assert reopened.recover(1 << 20) == 3 * one
+    assert reopened.next_offset == 28
+    assert offsets(reopened.read(0, 10**6).read()) == list(range(28))
+    reopened.close()
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x01\x02\x03", os.urandom(64), INDEX_ENTRY.pack(5, 999999)])
+def test_garbage_index_is_rebuilt(segment, garbage):
+    fill(segment)
+    expected = open(segment.index_path, "rb").read()
+    segment.close()
+    with open(segment.index_path, "wb") as f:
+        f.write(garbage)
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert open(reopened.index_path, "rb").read() == expected
+    assert reopened.next_offset == 120 and not reopened.tail_damaged
+    assert offsets(reopened.read(77, 2000).read())[0] == 76
+    reopened.close()
+
+
+def test_missing_index_is_rebuilt(segment):
+    fill(segment)
+    segment.close()
+    os.unlink(segment.index_path)
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert reopened._offsets == segment._offsets and reopened.next_offset == 120
+    reopened.close()
+
+
+def test_legacy_compressed_entries_are_indexed_by_their_first_offset(tmp_path):
+    from kafka_ha.records.validate import assign_offsets
+    seg = LogSegment(str(tmp_path), 100, index_interval_bytes=0)
+    next_offset = 100
+    for _ in range(5):
+        a = assign_offsets(build_legacy_message_set([Record(None, b"x" * 50)] * 3, magic=1,
+                                                    compression="gzip"), next_offset, 0, 1 << 20)
+        seg.append(a.first_offset, a.last_offset, a.buffer)
+        next_offset = a.last_offset + 1
+    assert seg._offsets == [103, 106, 109, 112]
+    assert offsets(seg.read(107, 10**6).read(), 107)[:2] == [107, 108]
+    seg.close()
+    rebuilt = LogSegment(str(tmp_path), 100, index_interval_bytes=0)
+    os.unlink(rebuilt.index_path)
+    rebuilt.close()
+    rebuilt = LogSegment(str(tmp_path), 100, index_interval_bytes=0)
+    assert rebuilt._offsets == [103, 106, 109, 112] and rebuilt.next_offset == 115
+    assert rebuilt.recover(1 << 20) == 0 and rebuilt._offsets == [103, 106, 109, 112]
+    rebuilt.close()
+
+
+def test_append_rejects_going_backwards(segment):
+    fill(segment, batches=1)
+    with pytest.raises(ValueError):
+        segment.append(2, 5, batch(2))
+
+
+def test_headers_skip_large_entries_without_reading_them(segment):
+    big = build_v2_batch([Record(None, b"y" * 100_000)], base_offset=0)
+    segment.append(0, 0, big)
+    segment.append(1, 4, batch(1))
+    assert [e.first_offset for e in segment.headers()] == [0, 1]
+    assert [e.first_offset for e in iter_entries(segment.read(0, 10**6).read())] == [0, 1]
