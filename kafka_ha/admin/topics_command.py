@@ -134,15 +134,18 @@ def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
                   f"Replicas: {','.join(map(str, replicas))}\tIsr: {isr}", file=out)
 
 
-def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+def _existing_topics(admin: ZkAdmin, args: argparse.Namespace) -> list[str]:
+    """The topics ``--topic`` (a regex) names; none is an error unless --if-exists."""
     if not args.topic:
         raise TopicCommandError('Missing required argument "[topic]"')
     topics = _matching(admin.topics(), args.topic)
-    if not topics:
-        if args.if_exists:
-            return
+    if not topics and not args.if_exists:
         raise TopicCommandError(f"Topic {args.topic} does not exist on ZK path {admin.connect}")
-    for topic in topics:
+    return topics
+
+
+def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    for topic in _existing_topics(admin, args):
         if args.config or args.delete_config:
             configs = admin.topic_config(topic)
             configs.update(_parse_configs(args.config))
@@ -171,14 +174,7 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
 
 
 def delete(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
-    if not args.topic:
-        raise TopicCommandError('Missing required argument "[topic]"')
-    topics = _matching(admin.topics(), args.topic)
-    if not topics:
-        if args.if_exists:
-            return
-        raise TopicCommandError(f"Topic {args.topic} does not exist on ZK path {admin.connect}")
-    for topic in topics:
+    for topic in _existing_topics(admin, args):
         try:
             admin.mark_for_deletion(topic)
             print(f"Topic {topic} is marked for deletion.", file=out)

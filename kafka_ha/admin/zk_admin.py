@@ -8,7 +8,7 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafka_ha.model import LeaderAndIsr, TopicAssignment
+from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.multi_read import get_many
@@ -74,6 +74,44 @@ class ZkAdmin:
             return {}
         return azn.TopicConfigZNode.decode(data, path)
 
+    def existing_assignment(self, topic: str) -> TopicAssignment | None:
+        """Like :meth:`assignment`, but None for a name that cannot be a topic znode.
+
+        Input files may name anything; a name that cannot exist is simply absent.
+        """
+        try:
+            return self.assignment(topic)
+        except ValueError as e:
+            if isinstance(e, MalformedZnode):
+                raise
+            return None
+
+    def topics_with_config(self) -> list[str]:
+        """Children of ``/config/topics`` (Kafka's ``getAllEntitiesWithConfig``)."""
+        try:
+            return sorted(self.zk.get_children(zn.CONFIG_TOPICS_PATH))
+        except NoNodeError:
+            return []
+
+    def reassignment_in_progress(self) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """The pending ``/admin/reassign_partitions`` request, None if there is none."""
+        try:
+            data, _ = self.zk.get(azn.ReassignPartitionsZNode.PATH)
+        except NoNodeError:
+            return None
+        return azn.ReassignPartitionsZNode.decode(data)
+
+    def preferred_election_in_progress(self) -> bytes | None:
+        """The raw data of ``/admin/preferred_replica_election`` (b"" if empty), None if absent.
+
+        Raw, because it is only shown to the user, and must be shown even if malformed.
+        """
+        try:
+            data, _ = self.zk.get(azn.PreferredReplicaElectionZNode.PATH)
+        except NoNodeError:
+            return None
+        return data or b""
+
     def partition_states(self, topic: str, partitions: dict[int, tuple[int, ...]]
                          ) -> dict[int, LeaderAndIsr]:
         """States by partition id; a missing or malformed state is left out."""
@@ -127,6 +165,16 @@ class ZkAdmin:
             self.zk.create(path, data, makepath=True)
         self.zk.create(azn.ConfigChangeZNode.PREFIX, azn.ConfigChangeZNode.encode(topic),
                        sequence=True, makepath=True)
+
+    def start_reassignment(self, reassignment: dict[TopicPartition, tuple[int, ...]]) -> None:
+        """Create ``/admin/reassign_partitions``; NodeExistsError if one is in progress."""
+        self.zk.create(azn.ReassignPartitionsZNode.PATH,
+                       azn.ReassignPartitionsZNode.encode(reassignment), makepath=True)
+
+    def start_preferred_election(self, partitions: list[TopicPartition]) -> None:
+        """Create ``/admin/preferred_replica_election``; NodeExistsError if one is in progress."""
+        self.zk.create(azn.PreferredReplicaElectionZNode.PATH,
+                       azn.PreferredReplicaElectionZNode.encode(partitions), makepath=True)
 
     def mark_for_deletion(self, topic: str) -> None:
         self.zk.create(azn.DeleteTopicZNode.path(topic), azn.DeleteTopicZNode.encode(),

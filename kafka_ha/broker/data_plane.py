@@ -44,7 +44,7 @@ class DataPlane:
 
     def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | None:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
-        results: dict[TopicPartition, list] = {}  # tp -> [error, base_offset, last_offset]
+        results: dict[TopicPartition, list] = {}  # tp -> [error, base_offset, AppendResult]
         for topic in request["topic_data"]:
             for part in topic["partition_data"]:
                 tp = TopicPartition(topic["name"], part["index"])
@@ -80,7 +80,7 @@ class DataPlane:
         except RecordsError as e:
             log.info("Rejected produce to %s: %s", tp, e)
             return [e.code, -1, -1]
-        return [ErrorCode.NONE, result.first_offset, result.last_offset]
+        return [ErrorCode.NONE, result.first_offset, result]
 
     def _await_replication(self, results: dict[TopicPartition, list], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

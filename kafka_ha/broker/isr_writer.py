@@ -41,30 +41,42 @@ class IsrWriter:
         self._pending: set[TopicPartition] = set()
         self._first_change = 0.0
         self._last_change = 0.0
-        self._in_flight: set[TopicPartition] = set()
         self._notifier = gevent.spawn(self._notify_loop)
 
     def stop(self) -> None:
         self._notifier.kill(block=False)
 
-    def spawn_change(self, partition, new_isr: tuple[int, ...], reason: str) -> None:
-        """Change the ISR on a greenlet of its own (from a fetch path that must not block)."""
-        if partition.tp in self._in_flight:
-            return
-        self._in_flight.add(partition.tp)
-        gevent.spawn(self._change_then_clear, partition, new_isr, reason)
+    def spawn_change(self, partition, new_isr: tuple[int, ...], reason: str,
+                     on_done=None) -> None:
+        """Change the ISR on a greenlet of its own (from a fetch path that must not block);
+        ``on_done()`` runs when the write has succeeded or failed."""
+        gevent.spawn(self._change_then_clear, partition, new_isr, reason, on_done)
 
-    def _change_then_clear(self, partition, new_isr: tuple[int, ...], reason: str) -> None:
+    def _change_then_clear(self, partition, new_isr: tuple[int, ...], reason: str, on_done) -> None:
         try:
             self.change(partition, new_isr, reason)
         finally:
-            self._in_flight.discard(partition.tp)
+            if on_done is not None:
+                on_done()
 
     def change(self, partition, new_isr: tuple[int, ...], reason: str) -> bool:
+        """Expand the ISR to ``new_isr``: its members not in the ISR join it."""
+        joining = [r for r in new_isr if r not in partition.isr]
+        return self._write(partition, lambda isr: isr + tuple(r for r in joining if r not in isr),
+                           reason)
+
+    def remove(self, partition, leaving: list[int], reason: str) -> bool:
+        """Shrink the ISR by ``leaving``."""
+        return self._write(partition, lambda isr: tuple(r for r in isr if r not in leaving), reason)
+
+    def _write(self, partition, new_isr_from, reason: str) -> bool:
+        # Every change is computed from the ISR as it is once this writer holds
+        # the partition's lock: changes queued behind each other compose.
         with partition.isr_lock():
-            if not partition.is_leader or set(new_isr) == set(partition.isr):
-                return False
             old_isr = partition.isr
+            new_isr = new_isr_from(old_isr)
+            if not partition.is_leader or set(new_isr) == set(old_isr) or not new_isr:
+                return False
             desired = partition.state_for_zk(new_isr)
             path = zn.TopicPartitionStateZNode.path(*partition.tp)
             try:

@@ -33,7 +33,7 @@ def now_ms() -> int:
 class AppendResult:
     first_offset: int
     last_offset: int
-    log_append_time: int = -1
+    truncations: int  # the partition's truncation count when the append happened
 
 
 class Partition:
@@ -52,7 +52,13 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.high_watermark = 0
+        self.truncations = 0
         self.followers: dict[int, FollowerState] = {}
+        # Followers whose ISR expansion is being written: they count for the HW
+        # already ("maximal ISR", KIP-497), so the HW cannot pass what they hold
+        # while the write is in flight, and they then join an ISR whose
+        # committed data they really have.
+        self.joining: set[int] = set()
         self._isr_lock = Semaphore()
         self._changed = Event()  # set and replaced whenever LEO, HW or role changes
 
@@ -65,6 +71,7 @@ class Partition:
     def make_leader(self, s: PartitionStateInfo) -> None:
         """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes."""
         self._adopt(s)
+        self.joining = set()
         leo = self.log.log_end_offset
         self.leader_epoch_start_offset = leo
         # The new epoch starts at our LEO (Kafka 2.1+), so OffsetsForLeaderEpoch
@@ -109,13 +116,19 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch)
         self._maybe_advance_hw()
         self._notify()
-        return AppendResult(info.first_offset, info.last_offset)
+        return AppendResult(info.first_offset, info.last_offset, self.truncations)
 
-    def wait_for_acks(self, required_offset: int, timeout_s: float) -> int:
-        """acks=-1: wait until the HW passes ``required_offset``; returns an error code."""
+    def wait_for_acks(self, appended: AppendResult, timeout_s: float) -> int:
+        """acks=-1: wait until the HW passes the appended offsets; returns an error code.
+
+        If the log was truncated meanwhile (this broker followed another leader
+        for a moment, even if it leads again now), the offsets may hold other
+        data: the append is not acknowledged.
+        """
+        required_offset = appended.last_offset
         deadline = time.monotonic() + timeout_s
         while True:
-            if not self.is_leader:
+            if not self.is_leader or self.truncations != appended.truncations:
                 return ErrorCode.NOT_LEADER_FOR_PARTITION
             if self.high_watermark > required_offset:
                 if len(self.isr) < self._min_isr():
@@ -134,10 +147,12 @@ class Partition:
         if follower is None or not self.is_leader:
             return
         replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now_ms())
-        if replica_id not in self.isr and replication.may_join_isr(
+        if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset):
+            self.joining.add(replica_id)
             self._isr_writer.spawn_change(self, self.isr + (replica_id,),
-                                          f"follower {replica_id} caught up to offset {fetch_offset}")
+                                          f"follower {replica_id} caught up to offset {fetch_offset}",
+                                          on_done=lambda: self.joining.discard(replica_id))
         if self._maybe_advance_hw():
             self._notify()
 
@@ -147,8 +162,7 @@ class Partition:
         lagging = replication.out_of_sync_followers(self.isr, self.broker_id, self.followers,
                                                     now_ms(), lag_time_max_ms)
         if lagging:
-            new_isr = tuple(r for r in self.isr if r not in lagging)
-            self._isr_writer.change(self, new_isr, f"followers {lagging} fell more than "
+            self._isr_writer.remove(self, lagging, f"followers {lagging} fell more than "
                                                    f"{lag_time_max_ms} ms behind")
 
     def set_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
@@ -167,7 +181,8 @@ class Partition:
     # ---- high watermark ------------------------------------------------------
 
     def _maybe_advance_hw(self) -> bool:
-        new = replication.new_high_watermark(self.high_watermark, self.log.log_end_offset, self.isr,
+        maximal_isr = self.isr + tuple(r for r in self.joining if r not in self.isr)
+        new = replication.new_high_watermark(self.high_watermark, self.log.log_end_offset, maximal_isr,
                                              self.broker_id, self.followers, self._min_isr())
         if new != self.high_watermark:
             self.high_watermark = new
@@ -196,11 +211,13 @@ class Partition:
         return self._changed
 
     def truncate_to(self, offset: int) -> None:
+        self.truncations += 1
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._notify()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.truncations += 1
         self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
         self._notify()

@@ -36,7 +36,8 @@ class UnhandledApi(ProtocolError):
 class RequestHandler:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
                  data_plane: DataPlane | None = None, group_offsets: GroupOffsets | None = None,
-                 auto_create: Callable[[list[str]], None] | None = None) -> None:
+                 auto_create: Callable[[list[str]], None] | None = None,
+                 controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None) -> None:
         self.metadata = metadata
         self._auto_create = auto_create
         self.apis: dict[ApiKey, ApiHandler] = {
@@ -53,6 +54,8 @@ class RequestHandler:
                 ApiKey.LIST_OFFSETS: by_version(data_plane.list_offsets),
                 ApiKey.OFFSETS_FOR_LEADER_EPOCH: by_version(data_plane.offsets_for_leader_epoch),
             })
+        if controlled_shutdown is not None:
+            self.apis[ApiKey.CONTROLLED_SHUTDOWN] = by_version(controlled_shutdown)
         if group_offsets is not None:
             self.apis.update({
                 ApiKey.FIND_COORDINATOR: by_version(group_offsets.find_coordinator),

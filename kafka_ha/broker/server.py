@@ -16,6 +16,8 @@ from kazoo.exceptions import NodeExistsError
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.broker.config_changes import ConfigChangeWatcher
+from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.data_plane import DataPlane
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
@@ -25,6 +27,7 @@ from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.request_handler import RequestHandler
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
+from kafka_ha.controller import events as ev
 from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -46,6 +49,7 @@ class KafkaServer:
         self.listener: ProtocolServer | None = None
         self.replica_manager: ReplicaManager | None = None
         self.isr_writer: IsrWriter | None = None
+        self.config_watcher: ConfigChangeWatcher | None = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -72,7 +76,8 @@ class KafkaServer:
                                lambda t: t in self.metadata.partitions,
                                self.topic_configs.max_message_bytes)
         self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
-                                      GroupOffsets(self.zk, me), self._auto_create_topics)
+                                      GroupOffsets(self.zk, me), self._auto_create_topics,
+                                      self._controlled_shutdown_request)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
@@ -80,6 +85,7 @@ class KafkaServer:
         registration.ensure_common_paths()
         self.controller = KafkaController(cfg, self.zk, registration.register)
         self.controller.start()
+        self.config_watcher = ConfigChangeWatcher(self.zk, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _handle(self, header, reader):
@@ -119,8 +125,28 @@ class KafkaServer:
             except (ValueError, AdminOperationError) as e:
                 log.warning("Could not auto-create topic %s: %s", topic, e)
 
+    def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
+        timeout_s = self.config["controller.socket.timeout.ms"] / 1000
+        return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s)
+
+    def _topic_config_changed(self, topic: str) -> None:
+        self.topic_configs.invalidate(topic)
+        for tp, partition in self.replica_manager.partitions.items():
+            if tp.topic == topic:
+                partition.log.config = self._log_config(topic)
+        if self.controller is not None and self.controller.active:
+            self.controller.enqueue(ev.TopicConfigChange())
+
     def shutdown(self) -> None:
         log.info("[Kafka Server %d], shutting down", self.broker_id)
+        cfg = self.config
+        if cfg["controlled.shutdown.enable"] and self.zk is not None and self.zk.connected:
+            controlled_shutdown(self.zk, self.broker_id, self._endpoint_of,
+                                cfg["controlled.shutdown.max.retries"],
+                                cfg["controlled.shutdown.retry.backoff.ms"],
+                                cfg["controller.socket.timeout.ms"] / 1000)
+        if self.config_watcher is not None:
+            self.config_watcher.stop()
         if self.controller is not None:
             self.controller.shutdown()
         if self.listener is not None:

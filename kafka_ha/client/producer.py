@@ -297,8 +297,9 @@ class Producer:
                 self._retry_or_fail(batch, FatalError(
                     ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for {batch.tp}"))
             elif result["error_code"] == ErrorCode.NONE:
-                base = result["base_offset"]
-                self._finish(batch, lambda b: b.complete(base))
+                # bind now: the callbacks run after the loop, when ``base`` would
+                # hold the last partition's offset
+                self._finish(batch, lambda b, base=result["base_offset"]: b.complete(base))
             else:
                 self._retry_or_fail(batch, error_for(
                     result["error_code"], f"producing to {batch.tp} on broker {node}"))

@@ -22,6 +22,9 @@ class ControllerContext:
         # partitions whose state znode is malformed or contradicts the
         # assignment: skipped (and logged) until the znode is fixed
         self.unusable: set[TopicPartition] = set()
+        self.deleting_topics: set[str] = set()
+        # partition -> requested replicas, while a reassignment is in progress
+        self.reassignments: dict[TopicPartition, tuple[int, ...]] = {}
         # topic -> partitions, kept in step with assignments for per-topic work
         self._by_topic: dict[str, set[int]] = defaultdict(set)
         # broker -> partitions it has a replica of
@@ -59,6 +62,7 @@ class ControllerContext:
                 self._by_broker[b].discard(tp)
             self.states.pop(tp, None)
             self.unusable.discard(tp)
+            self.reassignments.pop(tp, None)
         self.topic_configs.pop(topic, None)
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:

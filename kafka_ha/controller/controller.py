@@ -11,6 +11,9 @@ import logging
 import time
 from typing import Callable
 
+import gevent
+from gevent.event import AsyncResult
+
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
@@ -18,9 +21,13 @@ from kafka_ha.config import BrokerConfig, topic_setting
 from kafka_ha.controller import election, events as ev
 from kafka_ha.controller.channel import ControllerChannel
 from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.controlled_shutdown import ControlledShutdown
 from kafka_ha.controller.event_loop import EventLoop
+from kafka_ha.controller.leader_balancing import LeaderBalancing
 from kafka_ha.controller.partition_state_machine import PartitionStateMachine
+from kafka_ha.controller.reassignment import Reassignment
 from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.controller.topic_deletion import TopicDeletion
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
@@ -41,6 +48,11 @@ class KafkaController:
         self.channel: ControllerChannel | None = None
         self.psm: PartitionStateMachine | None = None
         self._session_lost = False
+        self.balancing = LeaderBalancing(self)
+        self.deletion = TopicDeletion(self)
+        self.reassignment = Reassignment(self)
+        self.shutdowns = ControlledShutdown(self)
+        self._rebalancer: gevent.Greenlet | None = None
         self.loop = EventLoop({
             ev.Startup: self._on_startup,
             ev.ControllerChange: lambda e: self._elect(),
@@ -50,6 +62,13 @@ class KafkaController:
             ev.TopicChange: self._active_only(self._on_topic_change),
             ev.PartitionModifications: self._active_only(self._on_partition_modifications),
             ev.IsrChangeNotification: self._active_only(self._on_isr_change_notification),
+            ev.PreferredReplicaElection: self._active_only(self.balancing.on_request),
+            ev.AutoRebalance: self._active_only(self.balancing.auto_rebalance),
+            ev.TopicDeletion: self._active_only(self.deletion.on_markers),
+            ev.StopReplicaResult: self._active_only(self.deletion.on_stop_replica_result),
+            ev.PartitionReassignment: self._active_only(self.reassignment.on_request),
+            ev.ControlledShutdownRequest: self.shutdowns.on_request,
+            ev.TopicConfigChange: self._active_only(self._on_topic_config_change),
             ev.Shutdown: lambda e: self._resign("broker shutting down", touch_zk=True),
         }, self._on_error)
 
@@ -75,6 +94,31 @@ class KafkaController:
 
     def _watch(self, event: object) -> Callable:
         return lambda _watched_event: self.loop.put(event)
+
+    _ADMIN_EVENTS = {"preferred": ev.PreferredReplicaElection, "deletion": ev.TopicDeletion,
+                     "reassignment": ev.PartitionReassignment}
+
+    def watch_event(self, name: str) -> Callable:
+        """A ZooKeeper watch that enqueues the named admin event (for the admin handlers)."""
+        return self._watch(self._ADMIN_EVENTS[name]())
+
+    def enqueue(self, event: object) -> None:
+        self.loop.put(event)
+
+    def new_batch(self) -> RequestBatch:
+        return self._new_batch()
+
+    def resume_deletions(self) -> None:
+        self.deletion.resume()
+
+    def request_controlled_shutdown(self, broker_id: int, timeout_s: float) -> dict:
+        """Called by the request handler of ControlledShutdown (key 7); waits for the loop's answer."""
+        reply = AsyncResult()
+        self.loop.put(ev.ControlledShutdownRequest(broker_id, reply))
+        try:
+            return reply.get(timeout=timeout_s)
+        except gevent.Timeout:
+            return {"error_code": -1, "remaining_partitions": []}
 
     def _active_only(self, handler: Callable) -> Callable:
         def run(event: object) -> None:
@@ -120,6 +164,10 @@ class KafkaController:
             return
         log.info("Broker %d resigns as controller (epoch %d): %s", self.broker_id, self.ctx.epoch, why)
         self.active = False
+        if self._rebalancer is not None:
+            self._rebalancer.kill(block=False)
+            self._rebalancer = None
+        self.reassignment.started.clear()
         if self.channel is not None:
             self.channel.stop()
             self.channel = None
@@ -158,10 +206,27 @@ class KafkaController:
             replicas = self.ctx.assignments[tp]
             batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
         batch.send(self.channel)
+        # Then the admin work a previous controller may have left: reassignments,
+        # deletions and preferred elections, in Kafka 2.x's order.
+        self.reassignment.on_request()
+        self.deletion.on_markers()
+        self.balancing.on_request()
+        if self.config["auto.leader.rebalance.enable"]:
+            self._rebalancer = gevent.spawn(self._rebalance_timer)
         log.info("Controller %d epoch %d: loaded %d brokers, %d topics, %d partitions in %.0f ms; "
                  "failover done in %.0f ms", self.broker_id, epoch, len(self.ctx.live_brokers),
                  len(self.ctx.topics), len(self.ctx.assignments), loaded_ms,
                  (time.monotonic() - started) * 1000)
+
+    def _rebalance_timer(self) -> None:
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        gevent.sleep(min(5, interval))  # Kafka's first check comes 5 s after failover
+        while True:
+            self.loop.put(ev.AutoRebalance())
+            gevent.sleep(interval)
+
+    def _on_topic_config_change(self, _event: object) -> None:
+        self.ctx.topic_configs.update(self.store.topic_configs(self.ctx.topics))
 
     def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Read assignments, configs and states of these topics into the context."""
@@ -248,8 +313,11 @@ class KafkaController:
         self.channel.set_brokers(current)
         if dead or bounced:
             self._on_broker_failure(dead | bounced)
+            self.deletion.on_broker_failure(dead | bounced)
         if new or bounced:
             self._on_broker_startup(new | bounced)
+            self.reassignment.progress()
+            self.deletion.resume()
 
     def _on_broker_failure(self, dead: set[int]) -> None:
         started = time.monotonic()
@@ -298,6 +366,7 @@ class KafkaController:
         batch.send(self.channel)
         for path in paths:
             self.store.fenced_delete(path)
+        self.reassignment.progress()
         if known:
             log.info("ISR changes of %d partitions sent to brokers %s", len(known),
                      sorted(self.ctx.live_brokers))

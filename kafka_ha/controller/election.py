@@ -130,6 +130,45 @@ def preferred_election(current: LeaderAndIsr, assignment: tuple[int, ...], live:
     return Outcome(new, f"moved leadership to preferred replica {preferred}")
 
 
+def controlled_shutdown_election(current: LeaderAndIsr, assignment: tuple[int, ...], live: set[int],
+                                 shutting_down: set[int], controller_epoch: int) -> Outcome:
+    """Move leadership off brokers that are shutting down and take them out of the ISR.
+
+    New leader (2.x rule): the first assigned replica that is live, in the
+    ISR and not shutting down.  With no such replica the partition keeps its
+    leader until the broker is gone (the broker reports it as remaining).
+
+    >>> controlled_shutdown_election(LeaderAndIsr(1, 3, (1, 2, 3), 1), (1, 2, 3), {1, 2, 3}, {1}, 2).decision
+    LeaderAndIsr(leader=2, leader_epoch=4, isr=(2, 3), controller_epoch=2, zk_version=-1)
+    >>> controlled_shutdown_election(LeaderAndIsr(1, 3, (1,), 1), (1, 2), {1, 2}, {1}, 2).decision is None
+    True
+    """
+    new_isr = tuple(r for r in current.isr if r not in shutting_down)
+    if current.leader in shutting_down:
+        candidates = [r for r in assignment if r in live and r in new_isr and r not in shutting_down]
+        if not candidates:
+            return Outcome(None, f"no other live ISR member to take over from {current.leader}")
+        new = LeaderAndIsr(candidates[0], current.leader_epoch + 1, new_isr, controller_epoch)
+        return Outcome(new, f"controlled shutdown of {current.leader}: moved leadership to "
+                            f"{candidates[0]}")
+    if new_isr == current.isr or not new_isr:
+        return Outcome(None, "no shutting-down replica in the ISR")
+    new = LeaderAndIsr(current.leader, current.leader_epoch + 1, new_isr, controller_epoch)
+    return Outcome(new, f"controlled shutdown: removed {sorted(set(current.isr) - set(new_isr))} "
+                        f"from the ISR")
+
+
+def reassignment_election(current: LeaderAndIsr, new_replicas: tuple[int, ...], live: set[int],
+                          controller_epoch: int) -> Outcome:
+    """Leader from the reassigned replicas: the first that is live and in the ISR; ISR unchanged."""
+    candidates = [r for r in new_replicas if r in live and r in current.isr]
+    if not candidates:
+        return Outcome(None, f"none of the new replicas {list(new_replicas)} is live and in the ISR")
+    leader = candidates[0]
+    return Outcome(LeaderAndIsr(leader, current.leader_epoch + 1, current.isr, controller_epoch),
+                   f"reassignment: leader {leader} from the new replicas {list(new_replicas)}")
+
+
 def validate_against_assignment(state: LeaderAndIsr, assignment: tuple[int, ...]) -> str | None:
     """Why a stored state cannot belong to this assignment, or None when it can.
 

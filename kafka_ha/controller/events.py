@@ -7,6 +7,7 @@ handles them (watches are level-triggered hints, not data).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,48 @@ class IsrChangeNotification:
 
 
 @dataclass(frozen=True)
+class PreferredReplicaElection:
+    """``/admin/preferred_replica_election`` was created or changed."""
+
+
+@dataclass(frozen=True)
+class AutoRebalance:
+    """Timer: time to check leader imbalance."""
+
+
+@dataclass(frozen=True)
+class TopicDeletion:
+    """The children of ``/admin/delete_topics`` changed."""
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """``/admin/reassign_partitions`` was created or changed."""
+
+
+@dataclass(frozen=True)
+class StopReplicaResult:
+    """A broker answered StopReplica(delete) for a topic being deleted."""
+
+    topic: str
+    broker: int
+    response: Any
+
+
+@dataclass(frozen=True)
+class ControlledShutdownRequest:
+    """A broker asked to shut down; ``reply`` (an AsyncResult) gets the response body."""
+
+    broker_id: int
+    reply: Any
+
+
+@dataclass(frozen=True)
+class TopicConfigChange:
+    """A topic's config changed (``/config/changes``): re-read the overrides."""
+
+
+@dataclass(frozen=True)
 class SessionExpired:
     """The ZooKeeper session is gone: ephemerals and watches with it."""
 
@@ -57,4 +100,6 @@ class Shutdown:
 
 
 Event = (Startup | ControllerChange | BrokerChange | TopicChange | PartitionModifications
-         | IsrChangeNotification | SessionExpired | NewSession | Shutdown)
+         | IsrChangeNotification | PreferredReplicaElection | AutoRebalance | TopicDeletion
+         | PartitionReassignment | StopReplicaResult | ControlledShutdownRequest
+         | TopicConfigChange | SessionExpired | NewSession | Shutdown)

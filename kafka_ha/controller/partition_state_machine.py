@@ -37,8 +37,14 @@ class PartitionStateMachine:
 
     def change(self, partitions: Iterable[TopicPartition], decide: Decide,
                batch: RequestBatch) -> dict[TopicPartition, LeaderAndIsr]:
-        """Apply ``decide`` to every partition; returns the states written."""
-        pending = {tp: self.ctx.states[tp] for tp in partitions if tp in self.ctx.states}
+        """Apply ``decide`` to every partition's current state; returns the states written.
+
+        The states are read from ZooKeeper first (one batched read), not taken
+        from the cache: leaders change ISRs on their own, and a decision of
+        "nothing to do" made on a stale ISR would never be corrected by a
+        version conflict.
+        """
+        pending = self._read_current([tp for tp in partitions if tp in self.ctx.states])
         changed: dict[TopicPartition, LeaderAndIsr] = {}
         lines = StateChangeBatch()
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -80,6 +86,20 @@ class PartitionStateMachine:
                       len(pending), MAX_ATTEMPTS, sorted(pending)[:10])
         lines.emit()
         return changed
+
+    def _read_current(self, partitions: list[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
+        current = {}
+        for tp, stored in self.store.partition_states(partitions).items():
+            problem = (None if not isinstance(stored, LeaderAndIsr)
+                       else election.validate_against_assignment(stored, self.ctx.assignments[tp]))
+            if not isinstance(stored, LeaderAndIsr) or problem:
+                self._skip_unreadable(tp, problem or stored)
+                continue
+            if stored.controller_epoch > self.ctx.epoch:
+                raise ControllerMoved(f"partition {tp} was written by controller epoch "
+                                      f"{stored.controller_epoch} > ours {self.ctx.epoch}")
+            self.ctx.states[tp] = current[tp] = stored
+        return current
 
     def _reread_conflicts(self, conflicts: list[TopicPartition],
                           decisions: dict[TopicPartition, LeaderAndIsr],

@@ -73,8 +73,10 @@ class RequestBatch:
             merged[b] = {**self.update_metadata.get(b, {}), **self.metadata_for_all}
         return merged
 
-    def send(self, channel: ControllerChannel, on_acked: Callable[[float], None] | None = None) -> None:
-        """Send everything; ``on_acked(ms)`` runs once every LeaderAndIsr is answered."""
+    def send(self, channel: ControllerChannel, on_acked: Callable[[float], None] | None = None,
+             on_stop_replica: Callable[[int, dict], None] | None = None) -> None:
+        """Send everything; ``on_acked(ms)`` runs once every LeaderAndIsr is answered,
+        ``on_stop_replica(broker, response)`` for each StopReplica answer."""
         started = time.monotonic()
         lines = StateChangeBatch()
         acks: list[AsyncResult] = []
@@ -110,7 +112,7 @@ class RequestBatch:
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "delete_partitions": delete,
                     "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]}
-            channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body)
+            channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body, on_stop_replica)
         lines.emit()
         if on_acked is not None:
             def wait_for_acks() -> None:

@@ -221,6 +221,49 @@ class ControllerStore:
                 log.error("Ignoring ISR change notification: %s", e)
         return changed
 
+    def read_admin_znode(self, path: str, decode: Callable, watch: Callable | None = None):
+        """An admin request znode (reassignment, preferred election): (value, version).
+
+        Sets an exists watch (it fires when the node is created, changed or
+        deleted).  Returns (None, -1) if absent; raises MalformedZnode if it
+        cannot be parsed, so the caller reports and removes it.
+        """
+        if self.zk.exists(path, watch=watch) is None:
+            return None, -1
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return None, -1
+        return decode(data, path), stat.version
+
+    def deletion_markers(self, watch: Callable | None = None) -> list[str]:
+        return self.zk.get_children(zn.DELETE_TOPICS_PATH, watch=watch)
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        """The last step of topic deletion: assignment, config and marker (fenced where it counts)."""
+        self.zk.delete(zn.TopicZNode.path(topic), recursive=True)
+        for path in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic)):
+            self.fenced_delete(path)
+
+    def write_assignment(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
+        """Rewrite ``/brokers/topics/<t>`` (a reassignment's last step), fenced."""
+        txn = self.zk.transaction()
+        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.set_data(zn.TopicZNode.path(topic), zn.TopicZNode.encode(TopicAssignment(topic, partitions)))
+        results = txn.commit()
+        self._raise_if_fenced(results)
+        if isinstance(results[1], Exception):
+            raise results[1]
+
+    def fenced_set(self, path: str, data: bytes) -> None:
+        txn = self.zk.transaction()
+        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.set_data(path, data)
+        results = txn.commit()
+        self._raise_if_fenced(results)
+        if isinstance(results[1], Exception):
+            raise results[1]
+
     # ---- fenced writes --------------------------------------------------
 
     def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:

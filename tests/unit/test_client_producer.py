@@ -304,3 +304,15 @@ def test_a_send_to_an_idle_sender_goes_out_after_the_linger(cluster, make_produc
     start = time.monotonic()
     assert producer.send("t", b"b", partition=0).get(5) == (0, 1)
     assert time.monotonic() - start < 1.0
+
+
+def test_each_partition_of_one_request_gets_its_own_offsets(cluster, make_producer):
+    """Regression: the futures of every batch in a response got the last batch's base offset."""
+    cluster.create_topic("w", 2, assignment=[[1], [1]])
+    producer = make_producer(linger_ms=50)
+    first = [producer.send("w", b"a", partition=0) for _ in range(3)]
+    producer.flush()
+    both = [producer.send("w", b"b", partition=p) for p in (0, 1) for _ in range(2)]
+    producer.flush()
+    assert [f.get().offset for f in first] == [0, 1, 2]
+    assert [(f.get().partition, f.get().offset) for f in both] == [(0, 3), (0, 4), (1, 0), (1, 1)]

@@ -1,0 +1,201 @@
+"""``kafka-configs.sh``: describe and alter topic config overrides (Kafka's ConfigCommand).
+
+Talks only to ZooKeeper: ``--alter`` rewrites ``/config/topics/<t>``
+(overrides only, string values) and then creates a
+``/config/changes/config_change_<seq>`` notification in the 0.10.1+ form, so
+brokers re-read the topic's config.  Messages are the 0.10.1+ ones
+(cli-conventions.md §4).  Only ``--entity-type topics`` is supported: this
+project has no client, user or broker dynamic configs.
+
+Differences from Kafka: errors print ``Error while executing config command
+: <msg>`` (like our kafka-topics.sh) and exit 1, and describing a topic that
+does not exist is an error (Kafka prints an empty config list).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from kazoo.exceptions import NoNodeError
+
+from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.config import ConfigError, validate_topic_config
+
+ACTIONS = ("describe", "alter")
+KAFKA_ENTITY_TYPES = ("topics", "clients", "users", "brokers")
+ABOUT = "Add/Remove entity config for a topic, client, user or broker"
+
+# A separator only counts outside square brackets: it must be followed by
+# text without "]" up to the next "[" or the end (Kafka's regex).
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+class ConfigCommandError(Exception):
+    pass
+
+
+def _java_split(text: str, pattern: str) -> list[str]:
+    # Java's String.split drops trailing empty strings; Python's re.split keeps them.
+    parts = re.split(pattern, text)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if parts == [""] and text:
+        return []
+    return parts
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """``--add-config 'k1=v1,k2=[a,b]'``: brackets group a value containing commas.
+
+    >>> parse_add_config("retention.ms=1000, cleanup.policy=[compact,delete]")
+    {'retention.ms': '1000', 'cleanup.policy': 'compact,delete'}
+    >>> parse_add_config("retention.ms")
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.configs_command.ConfigCommandError: requirement failed: Invalid entity config: \
+all configs to be added must be in the format "key=val".
+    """
+    configs = {}
+    for pair in _java_split(text, "," + _OUTSIDE_BRACKETS):
+        kv = _java_split(pair, r"\s*=\s*" + _OUTSIDE_BRACKETS)
+        if len(kv) != 2:
+            raise ConfigCommandError('requirement failed: Invalid entity config: all configs to '
+                                     'be added must be in the format "key=val".')
+        configs[kv[0].strip()] = kv[1].replace("[", "").replace("]", "").strip()
+    return configs
+
+
+def parse_delete_config(values: list[str]) -> list[str]:
+    """``--delete-config k1,k2`` (repeatable): names, trimmed, in order.
+
+    >>> parse_delete_config(["a, b", "c"])
+    ['a', 'b', 'c']
+    """
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def describe_line(topic: str, configs: dict[str, str]) -> str:
+    """The ``--describe`` line of one topic, overrides in stored order.
+
+    >>> describe_line("foo", {"retention.ms": "1000", "cleanup.policy": "compact"})
+    "Configs for topic 'foo' are retention.ms=1000,cleanup.policy=compact"
+    """
+    return f"Configs for topic '{topic}' are " + ",".join(f"{k}={v}" for k, v in configs.items())
+
+
+def altered_config(current: dict[str, str], added: dict[str, str], deleted: list[str]
+                   ) -> dict[str, str]:
+    """Kafka's merge: fail on deleting an absent key, add, then delete; validate the result.
+
+    >>> altered_config({"retention.ms": "1"}, {"flush.ms": "5"}, ["retention.ms"])
+    {'flush.ms': '5'}
+    """
+    if invalid := [k for k in deleted if k not in current]:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(invalid)}")
+    configs = dict(current)
+    configs.update(added)
+    for key in deleted:
+        configs.pop(key, None)
+    validate_topic_config(configs)
+    return configs
+
+
+def _require_topic(admin: ZkAdmin, topic: str) -> None:
+    if admin.existing_assignment(topic) is None:
+        raise ConfigCommandError(f'Topic "{topic}" does not exist.')
+
+
+def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    if args.entity_name is not None:
+        _require_topic(admin, args.entity_name)
+        topics = [args.entity_name]
+    else:
+        topics = sorted(set(admin.topics()) | set(admin.topics_with_config()))
+    for topic in topics:
+        print(describe_line(topic, admin.topic_config(topic)), file=out)
+
+
+def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    added = {}
+    for text in args.add_config:
+        added.update(parse_add_config(text))
+    deleted = parse_delete_config(args.delete_config)
+    topic = args.entity_name
+    _require_topic(admin, topic)
+    admin.change_topic_config(topic, altered_config(admin.topic_config(topic), added, deleted))
+    print(f"Completed Updating config for entity: topic '{topic}'.", file=out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafka-configs.sh", description=ABOUT)
+    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
+                                       "connection in the form host:port. Multiple URLS can be "
+                                       "given to allow fail-over.")
+    p.add_argument("--describe", action="store_true", help="List configs for the given entity.")
+    p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
+    p.add_argument("--entity-type", action="append", default=[],
+                   help="Type of entity; only 'topics' is supported")
+    p.add_argument("--entity-name", help="Name of entity (topic name)")
+    p.add_argument("--add-config", action="append", default=[],
+                   help="Key Value pairs of configs to add. Square brackets can be used to group "
+                        "values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
+    p.add_argument("--delete-config", action="append", default=[],
+                   help="config keys to remove 'k1,k2'")
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """The usage error, if any (Kafka's ``checkArgs`` messages)."""
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        return "Command must include exactly one action: --describe, --alter"
+    for name in ("zookeeper", "entity_type"):
+        if not getattr(args, name):
+            return f'Missing required argument "[{name.replace("_", "-")}]"'
+    if args.describe:
+        for name in ("add_config", "delete_config"):
+            if getattr(args, name):
+                # Kafka's message, missing space included.
+                return f'Option "[describe]" can\'t be used with option"[{name.replace("_", "-")}]"'
+    for entity_type in args.entity_type:
+        if entity_type not in KAFKA_ENTITY_TYPES:
+            return (f"Invalid entity-type {entity_type}, --entity-type must be one of "
+                    f"List({', '.join(KAFKA_ENTITY_TYPES)})")
+        if entity_type != "topics":
+            return (f"Unsupported entity-type {entity_type}: kafka-ha keeps configs for topics "
+                    f"only (--entity-type topics)")
+    if len(args.entity_type) > 1:
+        return "Only one --entity-type may be specified"
+    if args.alter:
+        if args.entity_name is None:
+            return "--entity-name must be specified with --alter of topics"
+        if not args.add_config and not args.delete_config:
+            return "At least one of --add-config or --delete-config must be specified with --alter"
+    return None
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    out = out or sys.stdout
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if not argv:
+        print(ABOUT, file=out)
+        parser.print_usage(out)
+        return 1
+    args = parser.parse_args(argv)
+    if problem := _check_args(args):
+        print(problem, file=out)
+        parser.print_usage(out)
+        return 1
+    try:
+        with ZkAdmin(args.zookeeper) as admin:
+            (alter if args.alter else describe)(admin, args, out)
+    except (ConfigCommandError, ConfigError, ValueError, ConnectionError, NoNodeError) as e:
+        print(f"Error while executing config command : {e}", file=out)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

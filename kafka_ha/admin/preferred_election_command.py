@@ -1,0 +1,193 @@
+"""``kafka-preferred-replica-election.sh``: move leadership back to the preferred replicas.
+
+Like Kafka's PreferredReplicaLeaderElectionCommand (0.8.2) it only writes
+``/admin/preferred_replica_election`` (existing partitions only); the
+controller elects the head of each assignment and deletes the node.  Output
+follows cli-conventions.md §3.
+
+Differences from Kafka: failures exit 1 (Kafka exits 0), the cause is printed
+as one line instead of a stack trace, ``Skipping ...`` lines go to stderr
+(Kafka logs them there), a request naming no existing partition writes
+nothing, and ``--wait [--timeout S]`` polls until the controller deletes the
+node (rc 0; rc 1 on timeout).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafka_ha.admin.reassign_command import (POLL_INTERVAL_S, ReassignCommandError, json_or_none,
+                                             duplicates, read_file_as_string)
+from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.model import TopicPartition
+from kafka_ha.zk.admin_znodes import PreferredReplicaElectionZNode
+
+ABOUT = ("This tool causes leadership for each partition to be transferred back to the "
+         "'preferred replica', it can be used to balance leadership among the servers.")
+
+
+class ElectionCommandError(Exception):
+    pass
+
+
+def parse_election_data(text: str) -> list[TopicPartition]:
+    """The partitions of an election file, in file order; ``version`` is optional.
+
+    >>> parse_election_data('{"partitions": [{"partition": 1, "topic": "foo"}]}')
+    [TopicPartition(topic='foo', partition=1)]
+    >>> parse_election_data('{"version":1}')
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.preferred_election_command.ElectionCommandError: Preferred replica election \
+data is empty
+    """
+    obj = json_or_none(text)
+    if not isinstance(obj, dict) or obj.get("partitions") is None:
+        raise ElectionCommandError("Preferred replica election data is empty")
+    entries = obj["partitions"]
+    if not isinstance(entries, list):
+        raise ElectionCommandError("Preferred replica election data is malformed: partitions "
+                                   "must be a list")
+    tps = []
+    for i, entry in enumerate(entries):
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        partition = entry.get("partition") if isinstance(entry, dict) else None
+        if not isinstance(topic, str) or not topic or type(partition) is not int or partition < 0:
+            raise ElectionCommandError(f"Preferred replica election data is malformed: "
+                                       f'partitions[{i}] must be {{"topic":<name>,'
+                                       f'"partition":<non-negative integer>}}')
+        tps.append(TopicPartition(topic, partition))
+    if twice := duplicates(tps):
+        raise ElectionCommandError("Preferred replica election data contains duplicate "
+                                   "partitions: " + ",".join(map(str, twice)))
+    return tps
+
+
+def scala_set(tps) -> str:
+    """``Set([foo,1], [foobar,2])``, as Kafka prints a set of partitions.
+
+    >>> scala_set([TopicPartition("foo", 1), TopicPartition("foobar", 2)])
+    'Set([foo,1], [foobar,2])'
+    """
+    return f"Set({', '.join(map(str, tps))})"
+
+
+def all_partitions(admin: ZkAdmin) -> list[TopicPartition]:
+    out = []
+    for topic in admin.topics():
+        assignment = admin.existing_assignment(topic)
+        if assignment is not None:
+            out.extend(TopicPartition(topic, p) for p in sorted(assignment.partitions))
+    return out
+
+
+def _in_progress_message(admin: ZkAdmin) -> str:
+    data = admin.preferred_election_in_progress()
+    try:
+        shown = scala_set(PreferredReplicaElectionZNode.decode(data))
+    except (ValueError, TypeError):
+        shown = (data or b"").decode("utf-8", errors="replace")  # show what is there
+    return (f"Preferred replica leader election currently in progress for {shown}. "
+            f"Aborting operation")
+
+
+def start_election(admin: ZkAdmin, requested: list[TopicPartition], err) -> bool:
+    """Write the request for the existing partitions; True if anything was written."""
+    valid = []
+    assignments = {}
+    for tp in requested:
+        if tp.topic not in assignments:
+            assignments[tp.topic] = admin.existing_assignment(tp.topic)
+        assignment = assignments[tp.topic]
+        if assignment is None:
+            print(f"Skipping preferred replica leader election for partition {tp} since topic "
+                  f"{tp.topic} doesn't exist", file=err)
+        elif tp.partition not in assignment.partitions:
+            print(f"Skipping preferred replica leader election for partition {tp} since it "
+                  f"doesn't exist", file=err)
+        else:
+            valid.append(tp)
+    if not valid:
+        if admin.preferred_election_in_progress() is not None:
+            raise ElectionCommandError(_in_progress_message(admin))
+        return False
+    try:
+        admin.start_preferred_election(valid)
+    except NodeExistsError:
+        raise ElectionCommandError(_in_progress_message(admin)) from None
+    return True
+
+
+def wait_until_done(admin: ZkAdmin, timeout_s: float | None, err) -> int:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while admin.preferred_election_in_progress() is not None:
+        if deadline is not None and time.monotonic() >= deadline:
+            print(f"Timed out after {timeout_s:g} s waiting for the preferred replica election "
+                  f"to complete", file=err)
+            return 1
+        time.sleep(POLL_INTERVAL_S)
+    print("Preferred replica election completed", file=err)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kafka-preferred-replica-election.sh", description=ABOUT)
+    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
+                                       "connection in the form host:port. Multiple URLS can be "
+                                       "given to allow fail-over.")
+    p.add_argument("--path-to-json-file",
+                   help='The JSON file with the list of partitions for which preferred replica '
+                        'leader election should be done, e.g. {"partitions":[{"topic": "foo", '
+                        '"partition": 1}, {"topic": "foobar", "partition": 2}]}. Defaults to all '
+                        'existing partitions')
+    p.add_argument("--wait", action="store_true",
+                   help="Poll until the controller has finished the election (deleted the "
+                        "request znode).")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="With --wait: give up after this many seconds (exit 1).")
+    return p
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    if not argv:
+        print(ABOUT, file=out)
+        parser.print_usage(out)
+        return 1
+    args = parser.parse_args(argv)
+    if not args.zookeeper:
+        print('Missing required argument "[zookeeper]"', file=out)
+        parser.print_usage(out)
+        return 1
+    if args.timeout is not None and args.timeout < 0:
+        print("--timeout must not be negative", file=out)
+        parser.print_usage(out)
+        return 1
+    try:
+        requested = None
+        if args.path_to_json_file:  # read synchronously: the file may be temporary
+            requested = parse_election_data(read_file_as_string(args.path_to_json_file))
+        with ZkAdmin(args.zookeeper) as admin:
+            if requested is None:
+                requested = all_partitions(admin)
+            written = start_election(admin, requested, err)
+            print(f"Successfully started preferred replica election for partitions "
+                  f"{scala_set(requested)}", file=out, flush=True)
+            if args.wait and written:
+                return wait_until_done(admin, args.timeout, err)
+    except (ElectionCommandError, ReassignCommandError, ValueError, ConnectionError,
+            NoNodeError) as e:
+        print("Failed to start preferred replica election", file=out)
+        print(e, file=out)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

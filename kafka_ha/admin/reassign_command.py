@@ -1,0 +1,467 @@
+"""``kafka-reassign-partitions.sh``: generate, start and verify partition reassignments.
+
+Like Kafka's ReassignPartitionsCommand (0.8.2) it talks only to ZooKeeper:
+``--execute`` writes ``/admin/reassign_partitions`` and the controller moves
+the replicas, rewrites ``/brokers/topics/<t>`` and removes each finished
+partition from the request.  Output follows cli-conventions.md §2 byte for
+byte, because callers match it with loose patterns.
+
+Differences from Kafka, all additive or about exit codes:
+
+- ``--verify --wait [--timeout S]`` polls until no partition is in progress,
+  printing ``N/M partitions done`` to stderr, then prints the usual report;
+  rc 0 if every partition completed, 1 if one failed or the timeout passed.
+- Failures exit 1 (Kafka prints the same message and exits 0).
+- ``Skipping reassignment ...`` lines go to stderr, where Kafka's log4j
+  output goes, so stdout stays exactly Kafka's.
+- A request naming no existing partition writes nothing (Kafka writes an
+  empty request that the controller then discards).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
+from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.model import TopicPartition
+from kafka_ha.zk.znodes import to_json_bytes
+
+ACTIONS = ("generate", "execute", "verify")
+POLL_INTERVAL_S = 0.2
+
+COMPLETED = "completed"
+IN_PROGRESS = "in progress"
+FAILED = "failed"
+
+T = TypeVar("T")
+Replicas = tuple[int, ...]
+
+
+class ReassignCommandError(Exception):
+    """Bad input or state; the message is Kafka's where Kafka has one."""
+
+
+# ---- input files ----------------------------------------------------------------
+
+
+def read_file_as_string(path: str) -> str:
+    """The whole file, read now (it may be a temporary file gone once we return).
+
+    Errors read like Java's ``FileNotFoundException`` messages, which Kafka prints.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ReassignCommandError(f"{path} (No such file or directory)") from None
+    except IsADirectoryError:
+        raise ReassignCommandError(f"{path} (Is a directory)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReassignCommandError(f"{path} ({e})") from None
+
+
+def json_or_none(text: str) -> Any:
+    # Kafka's Json.parseFull: anything unparseable is "no data".
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def duplicates(items: Iterable[T]) -> list[T]:
+    """Items seen more than once, each once, in order of their first repeat.
+
+    >>> duplicates([1, 2, 1, 3, 2, 1])
+    [1, 2]
+    """
+    seen: set[T] = set()
+    twice: dict[T, None] = {}
+    for item in items:
+        if item in seen:
+            twice[item] = None
+        seen.add(item)
+    return list(twice)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def parse_reassignment(text: str, source: str = "reassignment data"
+                       ) -> list[tuple[TopicPartition, Replicas]]:
+    """Entries of a reassignment file, in file order and **with** duplicates.
+
+    Tolerant like Kafka's parser: key order, whitespace, a missing ``version``
+    and unknown keys (1.1+'s ``log_dirs``) are all fine.  Not JSON, not an
+    object, or no ``partitions`` list gives no entries (Kafka's "is empty").
+
+    >>> parse_reassignment('{"partitions": [{"replicas": [2, 1], "partition": 0, '
+    ...                    '"topic": "t", "log_dirs": ["any", "any"]}], "version": 1}')
+    [(TopicPartition(topic='t', partition=0), (2, 1))]
+    >>> parse_reassignment('not json')
+    []
+    """
+    obj = json_or_none(text)
+    if not isinstance(obj, dict) or obj.get("partitions") is None:
+        return []
+    entries = obj["partitions"]
+    if not isinstance(entries, list):
+        raise ReassignCommandError(f"Partition reassignment data in {source} is malformed: "
+                                   f"partitions must be a list")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"Partition reassignment data in {source} is malformed: partitions[{i}]"
+        if not isinstance(entry, dict):
+            raise ReassignCommandError(f"{where} must be an object")
+        topic, partition, replicas = (entry.get(k) for k in ("topic", "partition", "replicas"))
+        if not isinstance(topic, str) or not topic:
+            raise ReassignCommandError(f"{where}.topic must be a topic name")
+        if not _is_int(partition) or partition < 0:
+            raise ReassignCommandError(f"{where}.partition must be a non-negative integer")
+        if not isinstance(replicas, list) or not all(_is_int(r) and r >= 0 for r in replicas):
+            raise ReassignCommandError(f"{where}.replicas must be a list of broker ids")
+        out.append((TopicPartition(topic, partition), tuple(replicas)))
+    return out
+
+
+def validate_reassignment(entries: Sequence[tuple[TopicPartition, Replicas]], source: str
+                          ) -> dict[TopicPartition, Replicas]:
+    """Kafka's checks before ``--execute``, with its messages, in its order.
+
+    >>> validate_reassignment([(TopicPartition("t", 0), (1, 2, 1))], "f.json")
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.reassign_command.ReassignCommandError: Partition replica lists may not \
+contain duplicate entries: [t,0] contains multiple entries for 1
+    """
+    if not entries:
+        raise ReassignCommandError(f"Partition reassignment data file {source} is empty")
+    if twice := duplicates(tp for tp, _ in entries):
+        raise ReassignCommandError("Partition reassignment contains duplicate topic partitions: "
+                                   + ",".join(map(str, twice)))
+    repeated = [(tp, duplicates(replicas)) for tp, replicas in entries]
+    if any(ids for _, ids in repeated):
+        raise ReassignCommandError(
+            "Partition replica lists may not contain duplicate entries: "
+            + ". ".join(f"{tp} contains multiple entries for {','.join(map(str, ids))}"
+                        for tp, ids in repeated if ids))
+    if any(not replicas for _, replicas in entries):
+        raise ReassignCommandError("Partition replica list cannot be empty")
+    return dict(entries)
+
+
+def parse_topics_to_move(text: str, source: str) -> list[str]:
+    """``{"topics":[{"topic":"foo"}],"version":1}`` -> ``["foo"]`` (file order, duplicates kept).
+
+    >>> parse_topics_to_move('{"version":1, "topics": [{"topic": "a"}, {"topic": "b"}]}', "f")
+    ['a', 'b']
+    """
+    obj = json_or_none(text)
+    topics = obj.get("topics") if isinstance(obj, dict) else None
+    if topics is None:
+        # Kafka silently generates nothing here; an empty proposal helps nobody.
+        raise ReassignCommandError(f"Topics to move data file {source} is empty")
+    if not isinstance(topics, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("topic"), str) and t["topic"]
+            for t in topics):
+        raise ReassignCommandError(f"Topics to move data in {source} is malformed: expected "
+                                   f'{{"topics":[{{"topic":"foo"}},...],"version":1}}')
+    return [t["topic"] for t in topics]
+
+
+def parse_broker_list(text: str) -> list[int]:
+    """``--broker-list "1,2,3"`` with Kafka's duplicate check.
+
+    >>> parse_broker_list("3, 1,2")
+    [3, 1, 2]
+    >>> parse_broker_list("1,2,1")
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.reassign_command.ReassignCommandError: Broker list contains duplicate entries: 1
+    """
+    try:
+        brokers = [int(b.strip()) for b in text.split(",")]
+    except ValueError:
+        raise ReassignCommandError(f'Invalid broker list "{text}": broker ids must be '
+                                   f'integers') from None
+    if any(b < 0 for b in brokers):
+        raise ReassignCommandError(f'Invalid broker list "{text}": broker ids must not be '
+                                   f'negative')
+    if twice := duplicates(brokers):
+        raise ReassignCommandError("Broker list contains duplicate entries: "
+                                   + ",".join(map(str, twice)))
+    return brokers
+
+
+# ---- output ---------------------------------------------------------------------
+
+
+def reassignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
+    """Kafka's ``getPartitionReassignmentZkData``: the znode's compact JSON, empty allowed.
+
+    >>> reassignment_json({TopicPartition("t", 0): (1, 2)})
+    '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}'
+    >>> reassignment_json({})
+    '{"version":1,"partitions":[]}'
+    """
+    # Not the codec: this also prints requests naming impossible topics, which
+    # were skipped, not written, and an empty list, which the codec refuses.
+    partitions = [{"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                  for tp, replicas in assignment.items()]
+    return to_json_bytes({"version": 1, "partitions": partitions}).decode("utf-8")
+
+
+def scala_list(ids: Iterable[int]) -> str:
+    return f"List({', '.join(map(str, ids))})"
+
+
+def reassignment_statuses(requested: Mapping[TopicPartition, Replicas],
+                          pending: Mapping[TopicPartition, Replicas] | None,
+                          assigned: Mapping[TopicPartition, Replicas]
+                          ) -> list[tuple[TopicPartition, str]]:
+    """Kafka's ``checkIfPartitionReassignmentSucceeded`` for every requested partition.
+
+    Pending in the znode: in progress.  Otherwise completed only if the
+    current assignment equals the request *in order* (a leader-only reorder
+    counts), else failed.
+    """
+    pending = pending or {}
+    out = []
+    for tp, replicas in requested.items():
+        if tp in pending:
+            out.append((tp, IN_PROGRESS))
+        elif tuple(assigned.get(tp, ())) == tuple(replicas):
+            out.append((tp, COMPLETED))
+        else:
+            out.append((tp, FAILED))
+    return out
+
+
+def verify_report(requested: Mapping[TopicPartition, Replicas],
+                  statuses: Sequence[tuple[TopicPartition, str]],
+                  assigned: Mapping[TopicPartition, Replicas]) -> list[str]:
+    """The lines ``--verify`` prints.
+
+    Kafka computes every status (printing the ERROR lines as it goes) before
+    printing the status lines, so all ERROR lines come first.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> for line in verify_report({tp: (2, 3)}, [(tp, FAILED)], {tp: (1, 2)}):
+    ...     print(line)
+    Status of partition reassignment:
+    ERROR: Assigned replicas (1,2) don't match the list of replicas for reassignment (2,3) \
+for partition [t,0]
+    Reassignment of partition [t,0] failed
+    """
+    lines = ["Status of partition reassignment:"]
+    for tp, status in statuses:
+        if status == FAILED:
+            lines.append(f"ERROR: Assigned replicas ({','.join(map(str, assigned.get(tp, ())))}) "
+                         f"don't match the list of replicas for reassignment "
+                         f"({','.join(map(str, requested[tp]))}) for partition {tp}")
+    for tp, status in statuses:
+        lines.append({COMPLETED: f"Reassignment of partition {tp} completed successfully",
+                      FAILED: f"Reassignment of partition {tp} failed",
+                      IN_PROGRESS: f"Reassignment of partition {tp} is still in progress"}[status])
+    return lines
+
+
+# ---- actions --------------------------------------------------------------------
+
+
+def current_assignment(admin: ZkAdmin, topics: Iterable[str]) -> dict[TopicPartition, Replicas]:
+    """Every partition of the existing ``topics`` (Kafka's ``getReplicaAssignmentForTopics``)."""
+    out: dict[TopicPartition, Replicas] = {}
+    for topic in dict.fromkeys(topics):
+        assignment = admin.existing_assignment(topic)
+        if assignment is not None:
+            for p, replicas in sorted(assignment.partitions.items()):
+                out[TopicPartition(topic, p)] = replicas
+    return out
+
+
+def generate(admin: ZkAdmin, brokers: list[int], topics: list[str], out) -> None:
+    current = current_assignment(admin, topics)
+    proposed: dict[TopicPartition, Replicas] = {}
+    for topic in dict.fromkeys(tp.topic for tp in current):
+        partitions = sorted(tp.partition for tp in current if tp.topic == topic)
+        rf = len(current[TopicPartition(topic, partitions[0])])
+        for p, replicas in assign_replicas(brokers, len(partitions), rf).items():
+            proposed[TopicPartition(topic, p)] = replicas
+    print(f"Current partition replica assignment\n\n{reassignment_json(current)}", file=out)
+    print(f"Proposed partition reassignment configuration\n\n{reassignment_json(proposed)}",
+          file=out)
+
+
+def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err) -> None:
+    topics = [tp.topic for tp in requested]
+    current = current_assignment(admin, topics)
+    print(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
+          f"Save this to use as the --reassignment-json-file option during rollback", file=out)
+    valid = {}
+    for tp, replicas in requested.items():
+        if tp in current:
+            valid[tp] = replicas
+        elif any(t.topic == tp.topic for t in current):
+            print(f"Skipping reassignment of partition {tp} since it doesn't exist", file=err)
+        else:
+            print(f"Skipping reassignment of partition {tp} since topic {tp.topic} doesn't exist",
+                  file=err)
+    if valid:
+        try:
+            admin.start_reassignment(valid)
+        except NodeExistsError:
+            raise ReassignCommandError(_in_progress_message(admin)) from None
+    elif admin.reassignment_in_progress() is not None:
+        raise ReassignCommandError(_in_progress_message(admin))
+    print(f"Successfully started reassignment of partitions {reassignment_json(requested)}",
+          file=out)
+
+
+def _in_progress_message(admin: ZkAdmin) -> str:
+    try:
+        pending = admin.reassignment_in_progress() or {}
+        shown = ", ".join(f"{tp} -> {scala_list(r)}" for tp, r in pending.items())
+    except (ValueError, NoNodeError):
+        shown = "..."  # malformed, or finished meanwhile: the refusal still stands
+    return f"Partition reassignment currently in progress for Map({shown}). Aborting operation"
+
+
+def verify(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], wait: bool,
+           timeout_s: float | None, out, err) -> int:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    last_done = None
+    while True:
+        # Pending first: the controller rewrites the assignment before it drops a
+        # partition from the request, so "not pending" implies we read the result.
+        pending = admin.reassignment_in_progress()
+        assigned = current_assignment(admin, [tp.topic for tp in requested])
+        statuses = reassignment_statuses(requested, pending, assigned)
+        if not wait:
+            break
+        done = sum(1 for _, s in statuses if s != IN_PROGRESS)
+        if done != last_done:
+            print(f"{done}/{len(statuses)} partitions done", file=err, flush=True)
+            last_done = done
+        if done == len(statuses):
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            for line in verify_report(requested, statuses, assigned):
+                print(line, file=out)
+            print(f"Timed out after {timeout_s:g} s waiting for the reassignment: "
+                  f"{done}/{len(statuses)} partitions done", file=err)
+            return 1
+        time.sleep(POLL_INTERVAL_S)
+    for line in verify_report(requested, statuses, assigned):
+        print(line, file=out)
+    if wait and any(s != COMPLETED for _, s in statuses):
+        return 1
+    return 0
+
+
+# ---- command line ---------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kafka-reassign-partitions.sh",
+        description="Moves topic partitions between replicas.")
+    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
+                                       "connection in the form host:port. Multiple URLS can be "
+                                       "given to allow fail-over.")
+    p.add_argument("--generate", action="store_true",
+                   help="Generate a candidate partition reassignment configuration.")
+    p.add_argument("--execute", action="store_true",
+                   help="Kick off the reassignment as specified by the --reassignment-json-file "
+                        "option.")
+    p.add_argument("--verify", action="store_true",
+                   help="Verify if the reassignment completed as specified by the "
+                        "--reassignment-json-file option.")
+    p.add_argument("--reassignment-json-file",
+                   help='The JSON file with the partition reassignment configuration, e.g. '
+                        '{"partitions":[{"topic":"foo","partition":1,"replicas":[1,2,3]}],'
+                        '"version":1}')
+    p.add_argument("--topics-to-move-json-file",
+                   help='Generate a reassignment configuration to move the partitions of the '
+                        'specified topics, e.g. {"topics":[{"topic":"foo"}],"version":1}')
+    p.add_argument("--broker-list", help='The list of brokers to which the partitions need to '
+                                         'be reassigned, in the form "0,1,2".')
+    p.add_argument("--wait", action="store_true",
+                   help="With --verify: poll until no partition is in progress; exit 0 if all "
+                        "completed successfully, else 1. Progress goes to stderr.")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="With --wait: give up after this many seconds (exit 1).")
+    return p
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str, out) -> int:
+    print(message, file=out)
+    parser.print_usage(out)
+    return 1
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        return _usage_error(parser, "Command must include exactly one action: --generate, "
+                                    "--execute or --verify", out)
+    action = chosen[0]
+    if not args.zookeeper:
+        return _usage_error(parser, 'Missing required argument "[zookeeper]"', out)
+    if action == "generate" and not (args.topics_to_move_json_file and args.broker_list):
+        return _usage_error(parser, "If --generate option is used, command must include both "
+                                    "--topics-to-move-json-file and --broker-list options", out)
+    if action == "execute" and not args.reassignment_json_file:
+        return _usage_error(parser, "If --execute option is used, command must include "
+                                    "--reassignment-json-file that was output during the "
+                                    "--generate option", out)
+    if action == "verify" and not args.reassignment_json_file:
+        return _usage_error(parser, "If --verify option is used, command must include "
+                                    "--reassignment-json-file that was used during the "
+                                    "--execute option", out)
+    if args.wait and action != "verify":
+        return _usage_error(parser, "--wait can only be used with --verify", out)
+    if args.timeout is not None and args.timeout < 0:
+        return _usage_error(parser, "--timeout must not be negative", out)
+    try:
+        # Input first, read synchronously: the file may vanish once we return.
+        if action == "generate":
+            brokers = parse_broker_list(args.broker_list)
+            source = args.topics_to_move_json_file
+            topics = parse_topics_to_move(read_file_as_string(source), source)
+            if twice := duplicates(topics):
+                raise ReassignCommandError("List of topics to reassign contains duplicate "
+                                           "entries: " + ",".join(twice))
+        else:
+            source = args.reassignment_json_file
+            entries = parse_reassignment(read_file_as_string(source), source)
+            # --verify reads the file as a map, as Kafka does: no checks, last entry wins.
+            requested = (validate_reassignment(entries, source) if action == "execute"
+                         else dict(entries))
+        with ZkAdmin(args.zookeeper) as admin:
+            if action == "generate":
+                generate(admin, brokers, topics, out)
+            elif action == "execute":
+                execute(admin, requested, out, err)
+            else:
+                return verify(admin, requested, args.wait, args.timeout, out, err)
+    except (ReassignCommandError, AdminOperationError, ValueError, ConnectionError,
+            NoNodeError) as e:
+        print(f"Partitions reassignment failed due to {e}", file=out)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Applying topic config changes without a restart (``/config/changes``).
+
+A ``config_change_<seq>`` notification names a topic whose overrides in
+``/config/topics/<t>`` changed (all three of Kafka's notification formats are
+read); the broker re-reads them, so min.insync.replicas, unclean election,
+retention and segment size take effect at once.  Notifications older than 15
+minutes are purged, as Kafka 0.8.2's TopicConfigManager does.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+import gevent
+from gevent.event import Event
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.multi_read import get_many
+
+log = logging.getLogger(__name__)
+PURGE_AFTER_MS = 15 * 60 * 1000
+
+
+class ConfigChangeWatcher:
+    """Re-reads a topic's overrides when a ``config_change_`` notification names it."""
+
+    def __init__(self, zk: KazooClient, on_topic_change: Callable[[str], None]) -> None:
+        self.zk = zk
+        self._on_topic_change = on_topic_change
+        self._seen: set[str] = set()
+        self._wakeup = Event()
+        self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        self._greenlet.kill(block=False)
+
+    def _run(self) -> None:
+        first = True
+        while True:
+            try:
+                children = self.zk.get_children(azn.ConfigChangeZNode.PATH,
+                                                watch=lambda _e: self._wakeup.set())
+                self._handle(children, first)
+                first = False
+            except (KazooException, OSError) as e:
+                log.warning("Config change watch failed (%s); retrying", e)
+                gevent.sleep(1)
+                continue
+            self._wakeup.wait()
+            self._wakeup.clear()
+
+    def _handle(self, children: list[str], first: bool) -> None:
+        new = sorted(c for c in children if c not in self._seen)
+        self._seen = set(children)
+        if first or not new:
+            return  # at start-up every override is read fresh anyway
+        paths = [f"{azn.ConfigChangeZNode.PATH}/{c}" for c in new]
+        now_ms = int(time.time() * 1000)
+        for path, got in get_many(self.zk, paths).items():
+            if got is None:
+                continue
+            data, stat = got
+            try:
+                topic = azn.ConfigChangeZNode.decode(data, path)
+            except MalformedZnode as e:
+                log.error("Ignoring config change notification: %s", e)
+                continue
+            if topic:
+                log.info("Topic %s config changed (%s)", topic, path)
+                self._on_topic_change(topic)
+            if now_ms - stat.ctime > PURGE_AFTER_MS:
+                try:
+                    self.zk.delete(path)
+                except KazooException:
+                    pass

@@ -1,0 +1,59 @@
+"""Controlled shutdown, broker side: ask the controller to move this broker's work first.
+
+Before stopping, the broker sends ControlledShutdown (key 7) to the
+controller, which moves its leaderships away and takes it out of every ISR;
+it retries up to ``controlled.shutdown.max.retries`` times while the
+controller reports partitions it still leads, then stops anyway.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import gevent
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from kafka_ha.model import BrokerEndpoint
+from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.connection import BrokerConnection
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.errors import MalformedZnode
+
+log = logging.getLogger(__name__)
+
+
+def controlled_shutdown(zk: KazooClient, broker_id: int, endpoint_of: Callable[[int], BrokerEndpoint | None],
+                        retries: int, backoff_ms: int, timeout_s: float) -> bool:
+    """True once the controller reports no partitions left; False after the last retry."""
+    for attempt in range(1, retries + 2):
+        remaining = _ask_controller(zk, broker_id, endpoint_of, timeout_s)
+        if remaining == []:
+            log.info("Controlled shutdown of broker %d succeeded", broker_id)
+            return True
+        log.warning("Controlled shutdown of broker %d, attempt %d: %s; retrying in %d ms", broker_id,
+                    attempt, "no answer" if remaining is None else f"still leads {remaining}", backoff_ms)
+        if attempt <= retries:
+            gevent.sleep(backoff_ms / 1000)
+    log.warning("Controlled shutdown of broker %d did not complete; shutting down anyway", broker_id)
+    return False
+
+
+def _ask_controller(zk, broker_id: int, endpoint_of, timeout_s: float) -> list | None:
+    try:
+        controller = zn.ControllerZNode.decode(zk.get(zn.ControllerZNode.PATH)[0])
+    except (NoNodeError, MalformedZnode, KazooException):
+        return None
+    endpoint = endpoint_of(controller)
+    if endpoint is None:
+        return None
+    try:
+        with BrokerConnection(endpoint.host, endpoint.port, f"broker-{broker_id}", timeout_s) as conn:
+            response = conn.request(ApiKey.CONTROLLED_SHUTDOWN, 1, {"broker_id": broker_id})
+    except (OSError, ValueError) as e:
+        log.warning("ControlledShutdown request to controller %d failed: %s", controller, e)
+        return None
+    if response["error_code"] != ErrorCode.NONE:
+        return None
+    return [f"[{p['topic']},{p['partition']}]" for p in response["remaining_partitions"]]

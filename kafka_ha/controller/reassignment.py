@@ -1,0 +1,152 @@
+"""Partition reassignment (controller.md §10, the 0.8.2-2.3 algorithm).
+
+Per partition, with OAR the old and RAR the requested replicas:
+start: AR := OAR + new replicas in ZooKeeper, leader epoch +1 and LeaderAndIsr
+to all of them, so the new replicas start fetching; then wait until RAR is
+in the ISR (the leader reports ISR growth through ISR change notifications);
+finish: move leadership into RAR if needed, shrink the ISR to RAR, stop and
+delete the old replicas, write AR := RAR (last: until then ZooKeeper holds
+OAR, so a new controller can resume), and remove the partition from
+``/admin/reassign_partitions`` (deleted when empty).
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka_ha.controller import election
+from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
+from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.errors import MalformedZnode
+
+log = logging.getLogger("kafka_ha.controller")
+PATH = azn.ReassignPartitionsZNode.PATH
+
+
+class Reassignment:
+    def __init__(self, controller) -> None:
+        self.c = controller
+        self.started: set[TopicPartition] = set()
+
+    # ---- requests -------------------------------------------------------
+
+    def on_request(self, _event: object = None) -> None:
+        ctx = self.c.ctx
+        try:
+            wanted, _ = self.c.store.read_admin_znode(PATH, azn.ReassignPartitionsZNode.decode,
+                                                      watch=self.c.watch_event("reassignment"))
+        except MalformedZnode as e:
+            log.error("Ignoring and removing the partition reassignment request: %s", e)
+            self.c.store.fenced_delete(PATH)
+            return
+        if wanted is None:
+            return
+        rejected = []
+        for tp, replicas in wanted.items():
+            if tp in ctx.reassignments:
+                continue
+            problem = self._problem(tp, tuple(replicas))
+            if problem:
+                log.error("Rejecting reassignment of partition %s to %s: %s", tp, list(replicas), problem)
+                rejected.append(tp)
+            else:
+                ctx.reassignments[tp] = tuple(replicas)
+                log.info("Reassignment of partition %s from %s to %s requested", tp,
+                         list(ctx.assignments[tp]), list(replicas))
+        self._remove_from_znode(rejected)
+        self.progress()
+
+    def _problem(self, tp: TopicPartition, replicas: tuple[int, ...]) -> str | None:
+        ctx = self.c.ctx
+        if tp.topic not in ctx.topics:
+            return f"topic {tp.topic} doesn't exist"
+        if tp not in ctx.assignments:
+            return "the partition doesn't exist"
+        if tp.topic in ctx.deleting_topics:
+            return f"topic {tp.topic} is being deleted"
+        if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
+            return "the replica list is empty, has duplicates or negative ids"
+        if replicas == ctx.assignments[tp]:
+            return "it equals the current assignment"
+        return None
+
+    # ---- progress -----------------------------------------------------------
+
+    def progress(self) -> None:
+        """Advance every reassignment as far as it can go now (called on each relevant event)."""
+        ctx = self.c.ctx
+        finished = []
+        for tp, rar in list(ctx.reassignments.items()):
+            if tp not in ctx.states:
+                continue
+            unregistered = [b for b in rar if b not in ctx.live_brokers]
+            if tp not in self.started:
+                if unregistered:
+                    log.info("Reassignment of %s waits for brokers %s to register", tp, unregistered)
+                    continue
+                self._start(tp, rar)
+            elif set(rar) <= set(ctx.states[tp].isr) and not unregistered:
+                self._finish(tp, rar)
+                finished.append(tp)
+        if finished:
+            self._remove_from_znode(finished)
+            self.c.resume_deletions()
+
+    def _start(self, tp: TopicPartition, rar: tuple[int, ...]) -> None:
+        ctx = self.c.ctx
+        oar = ctx.assignments[tp]
+        union = oar + tuple(r for r in rar if r not in oar)
+        if union != oar:
+            self._write_assignment(tp, union)
+        # Epoch +1 with AR = OAR + RAR: the new replicas start following.
+        self._change([tp], lambda tp_, cur: election.Outcome(
+            LeaderAndIsr(cur.leader, cur.leader_epoch + 1, cur.isr, ctx.epoch),
+            f"reassignment to {list(rar)} started: replicas {list(union)}"))
+        self.started.add(tp)
+
+    def _finish(self, tp: TopicPartition, rar: tuple[int, ...]) -> None:
+        ctx = self.c.ctx
+        old = [r for r in ctx.assignments[tp] if r not in rar]
+        live = ctx.live_broker_ids
+        state = ctx.states[tp]
+        # Decisions first, while AR still holds OAR + RAR (a leader from OAR is
+        # legal until then); AR := RAR afterwards.
+        if state.leader not in rar or state.leader not in live:
+            self._change([tp], lambda tp_, cur: election.reassignment_election(cur, rar, live, ctx.epoch))
+        # Shrink the ISR to the new replicas; old replicas cannot rejoin at this epoch.
+        self._change([tp], lambda tp_, cur: election.Outcome(
+            LeaderAndIsr(cur.leader, cur.leader_epoch + 1, tuple(r for r in cur.isr if r in rar),
+                         ctx.epoch), f"reassignment: old replicas {old} leave the ISR"))
+        self._write_assignment(tp, rar)
+        batch = self.c.new_batch()
+        for b in old:
+            batch.add_stop_replica([b], tp, delete=True)
+        # Step 12: every broker's metadata shows the new replica list.
+        batch.add_update_metadata(ctx.live_brokers, [PartitionStateInfo.of(tp, ctx.states[tp], rar)])
+        batch.send(self.c.channel)
+        self.started.discard(tp)
+        del ctx.reassignments[tp]
+        log.info("Reassignment of partition %s to %s completed", tp, list(rar))
+
+    def _change(self, tps: list[TopicPartition], decide) -> None:
+        batch = self.c.new_batch()
+        self.c.psm.change(tps, decide, batch)
+        batch.send(self.c.channel)
+
+    def _write_assignment(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
+        ctx = self.c.ctx
+        ctx.set_assignment(tp, replicas)
+        partitions = {p.partition: ctx.assignments[p] for p in ctx.partitions_of(tp.topic)}
+        self.c.store.write_assignment(tp.topic, partitions)
+
+    def _remove_from_znode(self, done: list[TopicPartition]) -> None:
+        if not done:
+            return
+        try:
+            current, _ = self.c.store.read_admin_znode(PATH, azn.ReassignPartitionsZNode.decode)
+        except MalformedZnode:
+            current = None
+        remaining = {tp: r for tp, r in (current or {}).items() if tp not in done}
+        if remaining:
+            self.c.store.fenced_set(PATH, azn.ReassignPartitionsZNode.encode(remaining))
+        elif current is not None:
+            self.c.store.fenced_delete(PATH)

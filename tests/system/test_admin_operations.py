@@ -1,0 +1,276 @@
+"""Admin operations end to end: deletion, preferred election, controlled shutdown, reassignment,
+configs; driven through the /admin znodes, whoever writes them."""
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kafka_ha.client.consumer import Consumer
+from kafka_ha.client.producer import Producer
+from tests.harness.kafka import create_topic, log_text, read_assignment, read_states, run_tool, topics_cli
+
+pytestmark = pytest.mark.system
+SESSION_MS = 4000
+
+
+def data_dirs(cluster, topic):
+    return [d for i in cluster.broker_ids
+            for d in (Path(cluster.config_path(i)).parent / "data").glob(f"{topic}-*")]
+
+
+def read_all(cluster, topic, partitions):
+    c = Consumer(cluster.bootstrap_servers)
+    tps = [(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    end = c.end_offsets(tps)
+    out = []
+    deadline = time.monotonic() + 60
+    while any(c.position(tp) < end[tp] for tp in tps):
+        assert time.monotonic() < deadline, "consumer stuck"
+        out.extend(c.poll(500))
+    c.close()
+    return out
+
+
+class BackgroundProducer:
+    """acks=all producer writing unique values until stopped; records what was acknowledged."""
+
+    def __init__(self, cluster, topic):
+        self.bootstrap = cluster.bootstrap_servers
+        self.topic, self.acked, self.stop_flag = topic, {}, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        # The client is gevent-based: create and use it on this thread's own hub only.
+        self.producer = Producer(self.bootstrap, acks=-1, retries=1000, linger_ms=2)
+        try:
+            self._produce()
+        finally:
+            self.producer.close()
+
+    def _produce(self):
+        i = 0
+        while not self.stop_flag.is_set():
+            futures = [(n, self.producer.send(self.topic, b"%d" % n)) for n in range(i, i + 50)]
+            i += 50
+            self.producer.flush()
+            for n, f in futures:
+                try:
+                    meta = f.get(timeout=60)
+                    self.acked[n] = (meta.partition, meta.offset)
+                except Exception:  # not acknowledged: allowed to be lost
+                    pass
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_flag.set()
+        self.thread.join(120)
+
+    def check_nothing_lost(self, cluster, partitions):
+        records = read_all(cluster, self.topic, partitions)
+        at = {(r.partition, r.offset): int(r.value) for r in records}
+        lost = [n for n, where in self.acked.items() if at.get(where) != n]
+        assert self.acked, "nothing was acknowledged"
+        where_found = {int(r.value): (r.partition, r.offset) for r in records}
+        assert not lost, (f"{len(lost)} acknowledged messages lost, e.g. "
+                          f"{[(n, self.acked[n], where_found.get(n)) for n in lost[:5]]}")
+
+
+def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
+    cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "doomed", 3, 2)
+    Producer(cluster.bootstrap_servers, acks=-1).send("doomed", b"x", partition=0).get(timeout=30)
+    assert len(data_dirs(cluster, "doomed")) == 6
+    cluster.kill(3)
+    cluster.wait_deregistered(3)
+    rc, out, _ = topics_cli(cluster, "--delete", "--topic", "doomed")
+    assert rc == 0 and "Topic doomed is marked for deletion." in out
+    time.sleep(3)
+    assert cluster.zk.exists("/admin/delete_topics/doomed"), "must wait for broker 3"
+    assert cluster.zk.exists("/brokers/topics/doomed")
+    rc, out, _ = topics_cli(cluster, "--create", "--topic", "doomed", "--partitions", "1",
+                            "--replication-factor", "1")
+    assert rc == 1, "a topic marked for deletion cannot be created again"
+    cluster.start_broker(3)
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/delete_topics/doomed"), timeout=60,
+                       message="deletion did not complete after the broker returned")
+    assert not cluster.zk.exists("/brokers/topics/doomed")
+    assert not cluster.zk.exists("/config/topics/doomed")
+    cluster.wait_until(lambda: not data_dirs(cluster, "doomed"), timeout=30,
+                       message="logs of the deleted topic are still on disk")
+    # re-created: none of the old data resurfaces
+    create_topic(cluster, "doomed", 1, 1)
+    assert read_all(cluster, "doomed", 1) == []
+
+
+def test_preferred_election_after_bounce_and_auto_rebalance(cluster_factory):
+    cluster = cluster_factory(3, {"leader.imbalance.check.interval.seconds": 5},
+                              session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "pref", 6, 3)
+    preferred = {p: a[0] for p, a in read_assignment(cluster, "pref").partitions.items()}
+    cluster.kill(1)
+    cluster.wait_until(lambda: all(s.leader != 1 for s in read_states(cluster, "pref").values()),
+                       timeout=SESSION_MS / 1000 + 20, message="no failover")
+    cluster.start_broker(1)
+    cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "pref").values()),
+                       timeout=60, message="broker 1 did not rejoin the ISRs")
+    # auto rebalance (every 5 s here) moves leadership back by itself
+    cluster.wait_until(lambda: {p: s.leader for p, s in read_states(cluster, "pref").items()} == preferred,
+                       timeout=30, message="auto rebalance did not restore preferred leaders")
+
+
+def test_preferred_replica_election_tool(cluster_factory):
+    cluster = cluster_factory(3, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "manual", 3, 3)
+    preferred = {p: a[0] for p, a in read_assignment(cluster, "manual").partitions.items()}
+    cluster.kill(2)
+    cluster.wait_until(lambda: all(s.leader != 2 for s in read_states(cluster, "manual").values()),
+                       timeout=SESSION_MS / 1000 + 20, message="no failover")
+    cluster.start_broker(2)
+    cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "manual").values()),
+                       timeout=60, message="broker 2 did not rejoin the ISRs")
+    assert {p: s.leader for p, s in read_states(cluster, "manual").items()} != preferred
+    rc, out, err = run_tool("kafka-preferred-replica-election.sh", "--zookeeper", cluster.connect_string)
+    assert rc == 0, out + err
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/preferred_replica_election"), timeout=30,
+                       message="the controller did not finish the election")
+    assert {p: s.leader for p, s in read_states(cluster, "manual").items()} == preferred
+
+
+def test_controlled_shutdown_moves_leadership_before_exit(cluster_factory):
+    cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "graceful", 3, 3)
+    states = read_states(cluster, "graceful")
+    leader = states[0].leader
+    cluster.kill(leader, signal.SIGTERM)
+    after = read_states(cluster, "graceful")
+    # moved while the broker was still registered: no session timeout to wait for
+    assert all(s.leader != leader for s in after.values())
+    assert all(leader not in s.isr for s in after.values())
+    assert "Controlled shutdown of broker %d succeeded" % leader in log_text(cluster, leader, "server.log")
+
+
+def test_rolling_restart_under_load_loses_nothing(cluster_factory):
+    cluster = cluster_factory(4, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "rolling", 4, 3)
+    gaps = {}
+    with BackgroundProducer(cluster, "rolling") as load:
+        for broker in cluster.broker_ids:
+            cluster.kill(broker, signal.SIGTERM)
+            started = time.monotonic()
+            leaderless = [p for p, s in read_states(cluster, "rolling").items() if s.leader in (-1, broker)]
+            gaps[broker] = (time.monotonic() - started) if leaderless else 0.0
+            cluster.start_broker(broker)
+            cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "rolling").values()),
+                               timeout=90, message=f"ISRs did not recover after restarting {broker}")
+    print(f"leaderless partitions right after each controlled shutdown: {gaps}")
+    assert all(g == 0.0 for g in gaps.values()), "a controlled shutdown left a partition leaderless"
+    load.check_nothing_lost(cluster, 4)
+
+
+def reassign(cluster, plan, *flags):
+    path = Path(cluster.dir) / "reassign.json"
+    path.write_text(json.dumps(plan))
+    return run_tool("kafka-reassign-partitions.sh", "--zookeeper", cluster.connect_string,
+                    "--reassignment-json-file", str(path), *flags, timeout_s=180)
+
+
+def test_reassignment_under_load(cluster_factory):
+    cluster = cluster_factory(4, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "moving", 6, 3, "--replica-assignment", "1:2:3,2:3:1,3:1:2,1:2:3,2:3:1,3:1:2")
+    plan = {"version": 1, "partitions": [
+        {"topic": "moving", "partition": p, "replicas": [2 + (p + j) % 3 for j in range(3)]}
+        for p in range(6)]}
+    with BackgroundProducer(cluster, "moving") as load:
+        time.sleep(1)
+        rc, out, err = reassign(cluster, plan, "--execute")
+        assert rc == 0 and "Successfully started reassignment" in out, out + err
+        rc, out, err = reassign(cluster, plan, "--verify", "--wait", "--timeout", "150")
+        assert rc == 0, out + err
+        time.sleep(1)
+    for p in range(6):
+        assert f"Reassignment of partition [moving,{p}] completed successfully" in out
+    assert not cluster.zk.exists("/admin/reassign_partitions")
+    states = read_states(cluster, "moving")
+    assert all(set(s.isr) <= {2, 3, 4} for s in states.values()), states
+    cluster.wait_until(lambda: not [d for d in data_dirs(cluster, "moving")
+                                    if d.parent.parent.name == "broker-1"], timeout=30,
+                       message="the old replicas on broker 1 were not deleted")
+    load.check_nothing_lost(cluster, 6)
+    rc, out, err = run_tool("kafka-replica-verification.sh", "--broker-list", cluster.bootstrap_servers,
+                            "--topic-white-list", "moving", "--time", "-2", "--once", timeout_s=120)
+    assert rc == 0, out + err
+
+
+def test_reassignment_written_by_another_tool_survives_controller_kill(cluster_factory):
+    cluster = cluster_factory(4, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "other", 2, 2, "--replica-assignment", "1:2,2:1")
+    Producer(cluster.bootstrap_servers, acks=-1).send("other", b"payload", partition=0).get(timeout=30)
+    controller = cluster.wait_until(cluster.controller, message="no controller")
+    # spaces, sorted keys, version last: as other tools write it
+    cluster.zk.create("/admin/reassign_partitions", json.dumps(
+        {"partitions": [{"partition": 0, "replicas": [3, 4], "topic": "other"},
+                        {"partition": 1, "replicas": [4, 3], "topic": "other"}], "version": 1},
+        sort_keys=True).encode())
+    cluster.kill(controller)
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/reassign_partitions"), timeout=90,
+                       message="the reassignment did not finish after the controller was killed")
+    assert read_assignment(cluster, "other").partitions == {0: (3, 4), 1: (4, 3)}
+    assert [r.value for r in read_all(cluster, "other", 2)] == [b"payload"]
+
+
+def test_malformed_admin_znodes_are_reported_and_removed(cluster_factory):
+    cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "fine", 1, 3)
+    cluster.zk.create("/admin/reassign_partitions", b"{not json")
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/reassign_partitions"), timeout=30,
+                       message="malformed reassignment not removed")
+    cluster.zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": "nope", "partition": 0, "replicas": [1]},
+        {"topic": "fine", "partition": 0, "replicas": []}]}).encode())
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/reassign_partitions"), timeout=30,
+                       message="invalid reassignment entries not removed")
+    cluster.zk.create("/admin/preferred_replica_election", b"\xff\xfe")
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/preferred_replica_election"), timeout=30,
+                       message="malformed election request not removed")
+    cluster.zk.create("/admin/delete_topics/ghost", b"")
+    cluster.wait_until(lambda: not cluster.zk.exists("/admin/delete_topics/ghost"), timeout=30,
+                       message="marker of an unknown topic not removed")
+    controller = cluster.controller()
+    text = log_text(cluster, controller, "controller.log")
+    assert "/admin/reassign_partitions" in text and "/admin/preferred_replica_election" in text
+    # and the controller still works
+    create_topic(cluster, "still-works", 1, 3)
+
+
+def test_topic_config_change_applies_without_restart(cluster_factory):
+    cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "cfg", 1, 3, "--replica-assignment", "1:2:3")
+    p = Producer(cluster.bootstrap_servers, acks=-1, retries=0)
+    p.send("cfg", b"a").get(timeout=30)
+    cluster.kill(2)
+    cluster.kill(3)
+    cluster.wait_until(lambda: read_states(cluster, "cfg")[0].isr == (1,), timeout=30,
+                       message="ISR did not shrink")
+    p.send("cfg", b"b").get(timeout=30)  # min.insync.replicas=1: accepted
+    rc, out, err = run_tool("kafka-configs.sh", "--zookeeper", cluster.connect_string, "--entity-type",
+                            "topics", "--entity-name", "cfg", "--alter", "--add-config",
+                            "min.insync.replicas=2")
+    assert rc == 0, out + err
+
+    def refused():
+        try:
+            p.send("cfg", b"c").get(timeout=30)
+            return False
+        except Exception as e:
+            return "NOT_ENOUGH_REPLICAS" in str(e) or "19" in str(e)
+    cluster.wait_until(refused, timeout=30, message="min.insync.replicas=2 did not take effect")
+    p.close()
