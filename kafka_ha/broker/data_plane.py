@@ -144,6 +144,8 @@ class DataPlane:
         entry["high_watermark"] = p.high_watermark
         # Consumers read committed data only; followers (and the debug consumer) up to the LEO.
         max_offset = None if replica_id >= 0 or replica_id == DEBUG_CONSUMER else p.high_watermark
+        if offset == (p.log.log_end_offset if max_offset is None else max_offset):
+            return entry  # caught up: the common case of an idle follower's fetch
         try:
             data = p.log.read(offset, min(max_bytes, max(budget, 0)), max_offset, min_one_message=min_one)
         except OffsetOutOfRangeError:

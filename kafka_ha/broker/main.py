@@ -12,6 +12,7 @@ if __name__ == "__main__":
     monkey.patch_all()
 
 import logging  # noqa: E402  (after monkey-patching, as gevent requires)
+import resource  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Fatal error during KafkaServer startup: {e}", file=sys.stderr)
         return 1
     logging_setup.configure(logging_setup.log_dir_for(args[0]))
+    _raise_open_files_limit()
     server = KafkaServer(config)
     try:
         server.startup()
@@ -50,6 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         gevent.signal_handler(sig, server.request_shutdown)
     server.await_shutdown()
     return 0
+
+
+def _raise_open_files_limit() -> None:
+    """Every partition keeps its active segment and index open, as Kafka does (and Kafka's
+    docs ask for a high ``ulimit -n``): raise the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    log.info("Open files limit: %d", max(soft, hard))
 
 
 if __name__ == "__main__":

@@ -125,7 +125,9 @@ class ReplicaManager:
         lines = StateChangeBatch()
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         follow: dict[int, set[TopicPartition]] = {}
-        for entry in request["partition_states"]:
+        for i, entry in enumerate(request["partition_states"]):
+            if i % 200 == 199:
+                gevent.sleep(0)  # a 10k-partition request must not starve the ZooKeeper heartbeat
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
                        f"{source} for partition {s.tp}")
@@ -151,7 +153,14 @@ class ReplicaManager:
                        f"partition {s.tp} since its associated leader epoch {s.leader_epoch} is "
                        f"not higher than the current leader epoch {current.leader_epoch}")
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        partition = current or self._create_partition(s.tp)
+        try:
+            partition = current or self._create_partition(s.tp)
+        except OSError as e:
+            # A disk problem with one partition must not fail the whole request
+            # (the controller would resend it forever): report that partition.
+            lines.warning(f"Broker {self.broker_id} cannot create the log of partition {s.tp} "
+                          f"({e}); LeaderAndIsr {source} failed for it")
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if s.leader == self.broker_id:
             self._stop_fetching({s.tp})
             partition.make_leader(s)

@@ -102,6 +102,20 @@ class KafkaController:
         """A ZooKeeper watch that enqueues the named admin event (for the admin handlers)."""
         return self._watch(self._ADMIN_EVENTS[name]())
 
+    def read_admin_request(self, path: str, decode: Callable, watch_name: str, what: str):
+        """An admin request znode's value (None if absent), with its watch re-armed.
+
+        A request that cannot be parsed is reported and removed: another tool
+        may then write a correct one (Kafka 2.x logs "Ignoring ... invalid json").
+        """
+        try:
+            value, _ = self.store.read_admin_znode(path, decode, watch=self.watch_event(watch_name))
+        except MalformedZnode as e:
+            log.error("Ignoring and removing the %s request: %s", what, e)
+            self.store.fenced_delete(path)
+            return None
+        return value
+
     def enqueue(self, event: object) -> None:
         self.loop.put(event)
 

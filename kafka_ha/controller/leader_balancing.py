@@ -14,7 +14,6 @@ from collections import defaultdict
 from kafka_ha.controller import election
 from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.zk import admin_znodes as azn
-from kafka_ha.zk.errors import MalformedZnode
 
 log = logging.getLogger("kafka_ha.controller")
 PATH = azn.PreferredReplicaElectionZNode.PATH
@@ -41,13 +40,8 @@ class LeaderBalancing:
 
     def on_request(self, _event: object = None) -> None:
         """Handle ``/admin/preferred_replica_election`` (also on failover), then delete it."""
-        try:
-            wanted, _ = self.c.store.read_admin_znode(PATH, azn.PreferredReplicaElectionZNode.decode,
-                                                      watch=self.c.watch_event("preferred"))
-        except MalformedZnode as e:
-            log.error("Ignoring and removing the preferred replica election request: %s", e)
-            self.c.store.fenced_delete(PATH)
-            return
+        wanted = self.c.read_admin_request(PATH, azn.PreferredReplicaElectionZNode.decode,
+                                           "preferred", "preferred replica election")
         if wanted is None:
             return
         unknown = [tp for tp in wanted if tp not in self.c.ctx.assignments]

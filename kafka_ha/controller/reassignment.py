@@ -31,13 +31,8 @@ class Reassignment:
 
     def on_request(self, _event: object = None) -> None:
         ctx = self.c.ctx
-        try:
-            wanted, _ = self.c.store.read_admin_znode(PATH, azn.ReassignPartitionsZNode.decode,
-                                                      watch=self.c.watch_event("reassignment"))
-        except MalformedZnode as e:
-            log.error("Ignoring and removing the partition reassignment request: %s", e)
-            self.c.store.fenced_delete(PATH)
-            return
+        wanted = self.c.read_admin_request(PATH, azn.ReassignPartitionsZNode.decode, "reassignment",
+                                           "partition reassignment")
         if wanted is None:
             return
         rejected = []

@@ -53,6 +53,10 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+INDEX_WRITE_BATCH = 16  # index entries per write: one write per ~64 KiB appended
+
+
 def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view:
@@ -68,11 +72,22 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log"))
         self.index_path = os.path.join(dir, segment_file_name(base_offset, ".index"))
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        self.fd = os.open(self.log_path, flags, 0o644)
+        self._fd: int | None = None
         index_existed = os.path.exists(self.index_path)
-        self._index_fd = os.open(self.index_path, flags, 0o644)
-        self._size = os.fstat(self.fd).st_size
+        # An empty segment keeps no file open until it is written or read:
+        # a broker with tens of thousands of idle partitions would otherwise
+        # need as many descriptors (Kafka asks operators for a huge ulimit).
+        fd = os.open(self.log_path, _FLAGS, 0o644)
+        self._size = os.fstat(fd).st_size
+        if self._size:
+            self._fd = fd
+        else:
+            os.close(fd)
+        # Index entries not yet written to the .index file.  The file is opened
+        # only to write a batch of them: keeping a second descriptor open for
+        # every partition would double a broker's open files (10k partitions
+        # on a broker is 20k descriptors), and the index lives in memory anyway.
+        self._unwritten_index = bytearray()
         self._offsets: list[int] = []      # absolute first offsets of indexed appends
         self._positions: list[int] = []
         self._bytes_since_index = 0
@@ -86,6 +101,12 @@ class LogSegment:
     # --- properties ----------------------------------------------------------------------
 
     @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, _FLAGS, 0o644)
+        return self._fd
+
+    @property
     def size(self) -> int:
         return self._size
 
@@ -93,7 +114,8 @@ class LogSegment:
         return self._size == 0
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
+        return int(st.st_mtime * 1000)
 
     # --- append ------------------------------------------------------------------------------
 
@@ -114,9 +136,33 @@ class LogSegment:
         self._offsets.append(offset)
         self._positions.append(position)
         self._bytes_since_index = 0
-        # One small write per >= index_interval_bytes appended: cheap, and the file
-        # is complete whenever the log is, so a clean restart needs no rebuild.
-        _write_all(self._index_fd, INDEX_ENTRY.pack(offset - self.base_offset, position))
+        # Written in batches (and on flush/close); an index file that misses its
+        # last entries after a crash is only sparser: lookups scan a little more.
+        self._unwritten_index += INDEX_ENTRY.pack(offset - self.base_offset, position)
+        if len(self._unwritten_index) >= INDEX_WRITE_BATCH * INDEX_ENTRY.size:
+            self._write_index()
+
+    def _write_index(self, sync: bool = False) -> None:
+        if self._unwritten_index or sync:
+            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                _write_all(fd, self._unwritten_index)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unwritten_index = bytearray()
+
+    def _rewrite_index(self) -> None:
+        """Replace the index file with the in-memory index (after a rebuild or truncation)."""
+        data = b"".join(INDEX_ENTRY.pack(o - self.base_offset, p)
+                        for o, p in zip(self._offsets, self._positions))
+        fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        self._unwritten_index = bytearray()
 
     # --- scanning ------------------------------------------------------------------------------
 
@@ -196,7 +242,8 @@ class LogSegment:
 
     def _load_index(self) -> bool:
         """Read the index file; False if it is not plausible (then it is rebuilt)."""
-        data = os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0)
+        with open(self.index_path, "rb") as f:
+            data = f.read()
         if not data and self._size > self.index_interval_bytes:
             log.warning("index %s is empty but its log has %d bytes; rebuilding it", self.index_path, self._size)
             return False
@@ -229,7 +276,7 @@ class LogSegment:
     def _rebuild_index(self) -> None:
         """Rebuild the index from entry headers (no CRC check: see :meth:`recover`)."""
         self._offsets, self._positions, self._bytes_since_index = [], [], 0
-        os.ftruncate(self._index_fd, 0)
+        self._unwritten_index = bytearray()
         prev_last = self.base_offset - 1
         try:
             for entry in self.headers():
@@ -237,6 +284,7 @@ class LogSegment:
                 prev_last = entry.last_offset
         except CorruptRecordError:
             self.tail_damaged = True
+        self._rewrite_index()
 
     def _maybe_index(self, entry: Entry, prev_last: int) -> None:
         if self._bytes_since_index > self.index_interval_bytes:
@@ -268,7 +316,7 @@ class LogSegment:
         lowered limit must not destroy data); it only sizes the reads.
         """
         self._offsets, self._positions, self._bytes_since_index = [], [], 0
-        os.ftruncate(self._index_fd, 0)
+        self._unwritten_index = bytearray()
         valid, prev_last, self.largest_timestamp = 0, self.base_offset - 1, -1
         try:
             for buf, entry in self._whole_entries(max(RECOVERY_CHUNK, max_message_bytes)):
@@ -291,6 +339,7 @@ class LogSegment:
             self._size = valid
         self.next_offset = prev_last + 1
         self.tail_damaged = False
+        self._rewrite_index()
         return truncated
 
     def _whole_entries(self, chunk: int) -> Iterator[tuple[bytes, Entry]]:
@@ -329,21 +378,26 @@ class LogSegment:
         keep = bisect.bisect_left(self._positions, position)
         if keep != len(self._positions):
             del self._offsets[keep:], self._positions[keep:]
-            os.ftruncate(self._index_fd, keep * INDEX_ENTRY.size)
+            self._rewrite_index()
         self.next_offset, self.largest_timestamp = self.base_offset, -1
         self._scan_tail()
         return removed
 
     def flush(self) -> None:
         os.fsync(self.fd)
-        os.fsync(self._index_fd)
+        self._write_index(sync=True)
 
     def close(self) -> None:
-        for fd in (self.fd, self._index_fd):
+        try:
+            self._write_index()
+        except OSError:
+            pass
+        if self._fd is not None:
             try:
-                os.close(fd)
+                os.close(self._fd)
             except OSError:
                 pass
+            self._fd = None
 
     def delete(self, close: bool = True) -> None:
         """Remove the files; with ``close=False`` the fd stays readable until :meth:`close`

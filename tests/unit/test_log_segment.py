@@ -32,6 +32,7 @@ def segment(tmp_path):
 
 def test_file_names_and_sparse_index(segment, tmp_path):
     fill(segment)
+    segment.flush()  # index entries reach the file in batches, and at the latest on flush
     assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log"]
     index = (tmp_path / "00000000000000000000.index").read_bytes()
     pairs = list(INDEX_ENTRY.iter_unpack(index))
@@ -103,8 +104,8 @@ def test_recover_corrupt_tail_keeps_everything_before(segment):
 @pytest.mark.parametrize("garbage", [b"", b"\x01\x02\x03", os.urandom(64), INDEX_ENTRY.pack(5, 999999)])
 def test_garbage_index_is_rebuilt(segment, garbage):
     fill(segment)
-    expected = open(segment.index_path, "rb").read()
     segment.close()
+    expected = open(segment.index_path, "rb").read()
     with open(segment.index_path, "wb") as f:
         f.write(garbage)
     reopened = LogSegment(segment.dir, 0, 2048)
