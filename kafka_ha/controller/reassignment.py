@@ -103,11 +103,13 @@ class Reassignment:
         old = [r for r in ctx.assignments[tp] if r not in rar]
         live = ctx.live_broker_ids
         state = ctx.states[tp]
-        # Decisions first, while AR still holds OAR + RAR (a leader from OAR is
-        # legal until then); AR := RAR afterwards.
+        # The leader moves into RAR while AR still holds OAR + RAR (a leader from
+        # OAR is legal until then).
         if state.leader not in rar or state.leader not in live:
             self._change([tp], lambda tp_, cur: election.reassignment_election(cur, rar, live, ctx.epoch))
-        # Shrink the ISR to the new replicas; old replicas cannot rejoin at this epoch.
+        # Then AR := RAR and the ISR shrinks to it with a new epoch: the
+        # LeaderAndIsr names only RAR, so old replicas cannot rejoin the ISR.
+        ctx.set_assignment(tp, rar)
         self._change([tp], lambda tp_, cur: election.Outcome(
             LeaderAndIsr(cur.leader, cur.leader_epoch + 1, tuple(r for r in cur.isr if r in rar),
                          ctx.epoch), f"reassignment: old replicas {old} leave the ISR"))

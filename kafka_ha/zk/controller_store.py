@@ -270,15 +270,20 @@ class ControllerStore:
         """Conditionally rewrite states at the ``zk_version`` each value carries."""
         return self.collect([self.submit_updates(updates)])
 
-    def submit_updates(self, updates: dict[TopicPartition, LeaderAndIsr]) -> list:
+    def submit_updates(self, updates: dict[TopicPartition, LeaderAndIsr],
+                       checks: dict[TopicPartition, LeaderAndIsr] | None = None) -> list:
         """Send the fenced multis for these updates without waiting; see ``collect``.
 
-        Lets the caller decide the next slice of partitions while ZooKeeper
-        applies this one.
+        ``checks`` are states the caller decided to leave as they are: each adds
+        a version check, so a stale cached version shows up as a conflict.
+        Sending without waiting lets the caller decide the next slice of
+        partitions while ZooKeeper applies this one.
         """
         units = [(tp, lai, [("set", zn.TopicPartitionStateZNode.path(*tp),
                              zn.TopicPartitionStateZNode.encode(lai), lai.zk_version)])
                  for tp, lai in updates.items()]
+        units += [(tp, lai, [("check", zn.TopicPartitionStateZNode.path(*tp), None, lai.zk_version)])
+                  for tp, lai in (checks or {}).items()]
         return self._submit(units)
 
     def create_states(self, creates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
@@ -377,7 +382,10 @@ class ControllerStore:
             i += len(unit[2])
             last = unit_results[-1]
             if ok:
-                outcomes.append((unit, last.version if hasattr(last, "version") else 0))
+                if unit[2][-1][0] == "check":
+                    outcomes.append((unit, unit[1].zk_version))  # unchanged, version confirmed
+                else:
+                    outcomes.append((unit, last.version if hasattr(last, "version") else 0))
                 continue
             failure = next((r for r in unit_results if isinstance(r, Exception)
                             and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
@@ -406,6 +414,8 @@ class ControllerStore:
             for kind, path, data, version in ops:
                 if kind == "create":
                     txn.create(path, data)
+                elif kind == "check":
+                    txn.check(path, version)
                 else:
                     txn.set_data(path, data, version=version)
         return txn
