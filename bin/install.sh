@@ -2,7 +2,7 @@
 # Idempotent, non-interactive setup for Debian 12 (run as root when packages are missing):
 #   1. ZooKeeper 3.8 and a JRE from Debian (zookeeper, default-jre-headless) if absent;
 #   2. <root>/.venv (python3 -m venv; python3-venv from Debian if the module is missing);
-#   3. pip install -e "<root>[test]" into it, skipped while the project imports and
+#   3. pip install -e "<root>[test,spark]" into it, skipped while the project imports and
 #      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp).
 # One line per step on stdout; the output of apt-get/pip is shown only when they fail.
 set -euo pipefail
@@ -72,11 +72,11 @@ fi
 want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" = "$have" ] && (cd / && "$VENV/bin/python" -c \
-    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, pytest, jsonschema, kafka') >/dev/null 2>&1; then
+    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, pytest, jsonschema, kafka, pyspark, pyarrow') >/dev/null 2>&1; then
   step "kafka-ha already installed in $VENV (setup.cfg unchanged)"
 else
-  step "pip install -e $ROOT[test]"
-  quietly "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[test]"
+  step "pip install -e $ROOT[test,spark]"
+  quietly "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[test,spark]"
   echo "$want" >"$STAMP"
 fi
 step "done; python is $VENV/bin/python"

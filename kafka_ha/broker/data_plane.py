@@ -182,6 +182,13 @@ class DataPlane:
             return ErrorCode.NOT_LEADER_FOR_PARTITION, -1
         if timestamp == -2:
             return ErrorCode.NONE, p.log.log_start_offset
+        if replica_id == CONSUMER and p.high_watermark < p.leader_epoch_start_offset:
+            # A new leader learns the committed offset only when its followers
+            # fetch (KAFKA-2334); until then its HW understates what is
+            # committed, so "latest" would be wrong.  Retriable, as Kafka's
+            # OFFSET_NOT_AVAILABLE (2.x); LEADER_NOT_AVAILABLE is what every
+            # client already retries.
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1
         if timestamp == -1:
             return ErrorCode.NONE, (p.log.log_end_offset if replica_id >= 0 else p.high_watermark)
         offset = p.log.offset_for_time(timestamp)

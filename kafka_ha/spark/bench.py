@@ -1,0 +1,193 @@
+"""Spark source/sink throughput against our own client, measured in the same run.
+
+    python -m kafka_ha.spark.bench [--records 1000000] [--size 100] [--partitions 4]
+                                   [--master local[2]] [--bootstrap H:P,... --zookeeper Z]
+
+Without ``--bootstrap`` it starts its own 3-node ZooKeeper ensemble and 3
+brokers on 127.0.0.1 (as ``kafka-data-bench.sh`` does).  Then, on RF=3 topics:
+
+1. **Producer** (baseline for the sink): one process sends ``--records`` records
+   of ``--size`` bytes with acks=all; this is also the data the reads use;
+2. **Consumer** (baseline for the source): one process reads them all back;
+3. **Spark batch read**: ``spark.read.format("kafka_ha")`` over the same topic,
+   forcing every row through the JVM (count and sum of value lengths);
+4. **Spark batch write**: ``spark.range(N)`` rendered to values of the same size,
+   written with ``df.write.format("kafka_ha")`` (acks=all).
+
+Spark's start-up and the first data-source query (which spawns its Python
+workers) are excluded: a small warm-up read runs first.  Prints a Markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kafka_ha.client import Consumer, Producer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def create_topic(zookeeper: str, topic: str, partitions: int, rf: int) -> None:
+    from kafka_ha.tools.data_bench import tool
+    tool("kafka-topics.sh", "--zookeeper", zookeeper, "--create", "--topic", topic,
+         "--partitions", str(partitions), "--replication-factor", str(rf))
+
+
+def wait_for_leaders(bootstrap: str, topics: list[str], timeout_s: float = 60) -> None:
+    from kafka_ha.client import ClusterMetadata
+    deadline = time.monotonic() + timeout_s
+    with ClusterMetadata(bootstrap) as meta:
+        while True:
+            snap = meta.refresh(None)
+            if all(snap.partitions_for(t) and len(snap.available_partitions_for(t))
+                   == len(snap.partitions_for(t)) for t in topics):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topics {topics} have no leaders after {timeout_s} s")
+            time.sleep(0.2)
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
+    """Records/s of one Producer (acks=all) sending ``records`` values of ``size`` bytes."""
+    producer = Producer(bootstrap, acks="all", linger_ms=5, batch_size=65536)
+    pad = b"x" * max(0, size - 10)
+    started = time.monotonic()
+    for i in range(records):
+        producer.send(topic, value=b"%010d" % i + pad)
+    producer.flush()
+    elapsed = time.monotonic() - started
+    producer.close()
+    return records / elapsed
+
+
+def consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
+    """(records, records/s) of one Consumer reading the whole topic to its end offsets."""
+    consumer = Consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20)
+    tps = [(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    ends = consumer.end_offsets(tps)
+    count, started = 0, time.monotonic()
+    while any(consumer.position(tp) < ends[tp] for tp in ends):
+        count += len(consumer.poll(1000))
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return count, count / elapsed
+
+
+def end_total(bootstrap: str, topic: str, partitions: int) -> int:
+    with Consumer(bootstrap) as consumer:
+        return sum(consumer.end_offsets([(topic, p) for p in range(partitions)]).values())
+
+
+def spark_session(master: str):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from kafka_ha.spark import register
+    spark = (SparkSession.builder.master(master).appName("kafka-ha-spark-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def spark_read(spark, bootstrap: str, topic: str) -> tuple[int, float]:
+    from pyspark.sql import functions as F
+    df = spark.read.format("kafka_ha").option("bootstrap.servers", bootstrap) \
+        .option("subscribe", topic).load()
+    started = time.monotonic()
+    row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0]
+    elapsed = time.monotonic() - started
+    return row.n, row.n / elapsed
+
+
+def spark_write(spark, bootstrap: str, topic: str, records: int, size: int,
+                partitions: int) -> float:
+    from pyspark.sql import functions as F
+    df = spark.range(records, numPartitions=partitions).select(
+        F.rpad(F.lpad(F.col("id").cast("string"), 10, "0"), size, "x").alias("value"))
+    started = time.monotonic()
+    df.write.format("kafka_ha").mode("append").option("bootstrap.servers", bootstrap) \
+        .option("topic", topic).save()
+    return records / (time.monotonic() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kafka_ha.spark.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100, help="value bytes")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--bootstrap", help="an existing cluster's bootstrap servers")
+    parser.add_argument("--zookeeper", help="its zookeeper.connect (to create the topics)")
+    args = parser.parse_args(argv)
+    if bool(args.bootstrap) != bool(args.zookeeper):
+        parser.error("--bootstrap and --zookeeper go together")
+
+    cluster, work = None, None
+    if args.bootstrap:
+        bootstrap, zookeeper = args.bootstrap, args.zookeeper
+    else:
+        from kafka_ha.tools.controller_bench import free_ports
+        from kafka_ha.tools.local_cluster import LocalCluster
+        work = Path(tempfile.mkdtemp(prefix="kafka-ha-spark-bench-"))
+        cluster = LocalCluster(work, brokers=3, zk_port=free_ports(1)[0] // 10 * 10,
+                               broker_ports=free_ports(3), zk_session_timeout_ms=6000)
+        print("starting a local cluster ...", file=sys.stderr)
+        cluster.start()
+        bootstrap, zookeeper = cluster.bootstrap_servers, cluster.connect_string
+    suffix = f"{int(time.time())}"
+    src, out_spark, out_client = (f"sbench-src-{suffix}", f"sbench-spark-{suffix}",
+                                  f"sbench-client-{suffix}")
+    spark = None
+    try:
+        for topic in (src, out_spark, out_client):
+            create_topic(zookeeper, topic, args.partitions, 3)
+        wait_for_leaders(bootstrap, [src, out_spark, out_client])
+        n = args.records
+        print(f"producer: {n} x {args.size} B, acks=all ...", file=sys.stderr)
+        producer_rate = produce(bootstrap, src, n, args.size)
+        print("consumer ...", file=sys.stderr)
+        consumed, consumer_rate = consume(bootstrap, src, args.partitions)
+        print(f"spark session ({args.master}) and warm-up ...", file=sys.stderr)
+        spark = spark_session(args.master)
+        warm = spark.read.format("kafka_ha").option("bootstrap.servers", bootstrap) \
+            .option("endingOffsets", '{"%s":{"0":10}}' % src) \
+            .option("assign", '{"%s":[0]}' % src).load().count()
+        assert warm == 10, warm
+        print("spark batch read ...", file=sys.stderr)
+        read, read_rate = spark_read(spark, bootstrap, src)
+        print("spark batch write ...", file=sys.stderr)
+        write_rate = spark_write(spark, bootstrap, out_spark, n, args.size, args.partitions)
+        written = end_total(bootstrap, out_spark, args.partitions)
+        assert consumed == read == n, (consumed, read, n)
+        assert written == n, (written, n)
+        print(f"\n{n} records of {args.size} B, {args.partitions} partitions, RF 3, "
+              f"Spark {spark.version} {args.master}, {os.cpu_count()} CPUs\n")
+        print("| path | records/s | vs our client |")
+        print("|---|---:|---:|")
+        print(f"| our Consumer, one process | {consumer_rate:,.0f} | 1.00 |")
+        print(f"| Spark batch read (`kafka_ha`) | {read_rate:,.0f} | "
+              f"{read_rate / consumer_rate:.2f} |")
+        print(f"| our Producer, one process, acks=all | {producer_rate:,.0f} | 1.00 |")
+        print(f"| Spark batch write (`kafka_ha`), acks=all | {write_rate:,.0f} | "
+              f"{write_rate / producer_rate:.2f} |")
+    finally:
+        if spark is not None:
+            spark.stop()
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

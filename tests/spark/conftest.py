@@ -1,0 +1,47 @@
+"""One SparkSession for the whole session (``local[2]``), with the ``kafka_ha`` format registered.
+
+Without pyspark/pyarrow (``pip install -e '.[spark]'``) every test module here skips itself
+(``pytest.importorskip`` at its top).  Startup costs ~5 s, the first Python data-source query
+another ~5 s (worker spawn); later queries are fast.
+"""
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
+"""
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    from kafka_ha.spark import register
+
+    conf_dir = Path(tempfile.mkdtemp(prefix="kafka-ha-spark-conf-"))
+    (conf_dir / "log4j2.properties").write_text(LOG4J)
+    os.environ.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                      SPARK_LOCAL_IP="127.0.0.1", SPARK_CONF_DIR=str(conf_dir))
+    session = (SparkSession.builder.master("local[2]").appName("kafka-ha-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+    shutil.rmtree(conf_dir, ignore_errors=True)
