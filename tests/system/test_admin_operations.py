@@ -111,17 +111,24 @@ def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
     assert read_all(cluster, "doomed", 1) == []
 
 
+def bounce(cluster, topic, broker):
+    """kill -9 ``broker``, wait until it leads nothing, restart it, wait until it is back in every ISR;
+    returns the preferred leader of each partition."""
+    preferred = {p: a[0] for p, a in read_assignment(cluster, topic).partitions.items()}
+    cluster.kill(broker)
+    cluster.wait_until(lambda: all(s.leader != broker for s in read_states(cluster, topic).values()),
+                       timeout=SESSION_MS / 1000 + 20, message="no failover")
+    cluster.start_broker(broker)
+    cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, topic).values()),
+                       timeout=60, message=f"broker {broker} did not rejoin the ISRs")
+    return preferred
+
+
 def test_preferred_election_after_bounce_and_auto_rebalance(cluster_factory):
     cluster = cluster_factory(3, {"leader.imbalance.check.interval.seconds": 5},
                               session_timeout_ms=SESSION_MS)
     create_topic(cluster, "pref", 6, 3)
-    preferred = {p: a[0] for p, a in read_assignment(cluster, "pref").partitions.items()}
-    cluster.kill(1)
-    cluster.wait_until(lambda: all(s.leader != 1 for s in read_states(cluster, "pref").values()),
-                       timeout=SESSION_MS / 1000 + 20, message="no failover")
-    cluster.start_broker(1)
-    cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "pref").values()),
-                       timeout=60, message="broker 1 did not rejoin the ISRs")
+    preferred = bounce(cluster, "pref", 1)
     # auto rebalance (every 5 s here) moves leadership back by itself
     cluster.wait_until(lambda: {p: s.leader for p, s in read_states(cluster, "pref").items()} == preferred,
                        timeout=30, message="auto rebalance did not restore preferred leaders")
@@ -130,13 +137,7 @@ def test_preferred_election_after_bounce_and_auto_rebalance(cluster_factory):
 def test_preferred_replica_election_tool(cluster_factory):
     cluster = cluster_factory(3, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "manual", 3, 3)
-    preferred = {p: a[0] for p, a in read_assignment(cluster, "manual").partitions.items()}
-    cluster.kill(2)
-    cluster.wait_until(lambda: all(s.leader != 2 for s in read_states(cluster, "manual").values()),
-                       timeout=SESSION_MS / 1000 + 20, message="no failover")
-    cluster.start_broker(2)
-    cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "manual").values()),
-                       timeout=60, message="broker 2 did not rejoin the ISRs")
+    preferred = bounce(cluster, "manual", 2)
     assert {p: s.leader for p, s in read_states(cluster, "manual").items()} != preferred
     rc, out, err = run_tool("kafka-preferred-replica-election.sh", "--zookeeper", cluster.connect_string)
     assert rc == 0, out + err
