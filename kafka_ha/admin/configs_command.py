@@ -19,6 +19,7 @@ import sys
 
 from kazoo.exceptions import NoNodeError
 
+from kafka_ha.admin.cli import add_zookeeper_argument, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
 
@@ -129,9 +130,7 @@ def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-configs.sh", description=ABOUT)
-    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
-                                       "connection in the form host:port. Multiple URLS can be "
-                                       "given to allow fail-over.")
+    add_zookeeper_argument(p)
     p.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--entity-type", action="append", default=[],
@@ -180,14 +179,10 @@ def main(argv: list[str] | None = None, out=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     if not argv:
-        print(ABOUT, file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, ABOUT, out)
     args = parser.parse_args(argv)
     if problem := _check_args(args):
-        print(problem, file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, problem, out)
     try:
         with ZkAdmin(args.zookeeper) as admin:
             (alter if args.alter else describe)(admin, args, out)

@@ -19,8 +19,10 @@ import time
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafka_ha.admin.reassign_command import (POLL_INTERVAL_S, ReassignCommandError, json_or_none,
-                                             duplicates, read_file_as_string)
+from kafka_ha.admin.cli import add_wait_arguments, add_zookeeper_argument, usage_error
+from kafka_ha.admin.admin_input import (ReassignCommandError, duplicates, json_or_none,
+                                        read_file_as_string)
+from kafka_ha.admin.reassign_command import POLL_INTERVAL_S
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.admin_znodes import PreferredReplicaElectionZNode
@@ -135,19 +137,14 @@ def wait_until_done(admin: ZkAdmin, timeout_s: float | None, err) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-preferred-replica-election.sh", description=ABOUT)
-    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
-                                       "connection in the form host:port. Multiple URLS can be "
-                                       "given to allow fail-over.")
+    add_zookeeper_argument(p)
     p.add_argument("--path-to-json-file",
                    help='The JSON file with the list of partitions for which preferred replica '
                         'leader election should be done, e.g. {"partitions":[{"topic": "foo", '
                         '"partition": 1}, {"topic": "foobar", "partition": 2}]}. Defaults to all '
                         'existing partitions')
-    p.add_argument("--wait", action="store_true",
-                   help="Poll until the controller has finished the election (deleted the "
+    add_wait_arguments(p, "Poll until the controller has finished the election (deleted the "
                         "request znode).")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="With --wait: give up after this many seconds (exit 1).")
     return p
 
 
@@ -157,18 +154,12 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     if not argv:
-        print(ABOUT, file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, ABOUT, out)
     args = parser.parse_args(argv)
     if not args.zookeeper:
-        print('Missing required argument "[zookeeper]"', file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, 'Missing required argument "[zookeeper]"', out)
     if args.timeout is not None and args.timeout < 0:
-        print("--timeout must not be negative", file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, "--timeout must not be negative", out)
     try:
         requested = None
         if args.path_to_json_file:  # read synchronously: the file may be temporary

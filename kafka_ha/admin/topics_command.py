@@ -12,13 +12,12 @@ import re
 import sys
 from typing import Iterable
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
+from kafka_ha.admin.cli import add_zookeeper_argument, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
-from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.zk.znodes import validate_topic_name
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -31,9 +30,7 @@ class TopicCommandError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-topics.sh", add_help=True,
                                 description="Create, delete, describe, or change a topic.")
-    p.add_argument("--zookeeper", help="REQUIRED: The connection string for the zookeeper "
-                                       "connection in the form host:port. Multiple URLS can be "
-                                       "given to allow fail-over.")
+    add_zookeeper_argument(p)
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true")
     p.add_argument("--topic")
@@ -190,14 +187,10 @@ def main(argv: list[str] | None = None, out=None) -> int:
     args = parser.parse_args(argv)
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        print("Command must include exactly one action: --list, --describe, --create, --alter "
-              "or --delete", file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, "Command must include exactly one action: --list, --describe, "
+                                   "--create, --alter or --delete", out)
     if not args.zookeeper:
-        print('Missing required argument "[zookeeper]"', file=out)
-        parser.print_usage(out)
-        return 1
+        return usage_error(parser, 'Missing required argument "[zookeeper]"', out)
     try:
         with ZkAdmin(args.zookeeper) as admin:
             {"create": create, "list": list_topics, "describe": describe, "alter": alter,

@@ -35,7 +35,7 @@ from kafka_ha.model import TopicAssignment
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble
 from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.multi_read import get_children_many, get_many
+from kafka_ha.zk.multi_read import get_many
 
 MULTI_CHUNK = 1000
 HANDLED = re.compile(r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] INFO Broker failure \[(?P<dead>[\d, ]+)\] "

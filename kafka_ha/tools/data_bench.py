@@ -110,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     zk_port = free_ports(1)[0] // 10 * 10
     cluster = LocalCluster(work, brokers=3, zk_port=zk_port, broker_ports=free_ports(3),
                            zk_session_timeout_ms=6000)
-    rows = []
     try:
         print("baseline: raw loopback socket copy ...", file=sys.stderr)
         baseline = socket_baseline()

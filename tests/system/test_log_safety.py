@@ -1,6 +1,5 @@
 """KIP-101 scenarios, start-up recovery from damaged files, and hostile wire input."""
 
-import os
 import socket
 import struct
 import time

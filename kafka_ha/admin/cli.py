@@ -1,0 +1,28 @@
+"""What the admin commands share: Kafka's --zookeeper flag, --wait/--timeout, usage errors.
+
+Kafka's tools print a usage error's message, then the usage, and (from 0.9)
+exit 1; every command here does the same through ``usage_error``.
+"""
+from __future__ import annotations
+
+import argparse
+
+ZOOKEEPER_HELP = ("REQUIRED: The connection string for the zookeeper connection in the form "
+                  "host:port. Multiple URLS can be given to allow fail-over.")
+
+
+def add_zookeeper_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--zookeeper", help=ZOOKEEPER_HELP)
+
+
+def add_wait_arguments(parser: argparse.ArgumentParser, wait_help: str) -> None:
+    """Our addition to Kafka's tools: wait for the controller to finish."""
+    parser.add_argument("--wait", action="store_true", help=wait_help)
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="With --wait: give up after this many seconds (exit 1).")
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str, out) -> int:
+    print(message, file=out)
+    parser.print_usage(out)
+    return 1
