@@ -9,6 +9,7 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 import gevent
@@ -99,7 +100,6 @@ class ReplicaManager:
 
     def _run_retention(self) -> None:
         if self.log_manager is not None:
-            import time
             self.log_manager.run_retention(int(time.time() * 1000))
 
     # ---- controller requests --------------------------------------------------

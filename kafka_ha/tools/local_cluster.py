@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from kafka_ha.tools.processes import (HOST, owned_alive, pid_alive, pid_cmdline, port_free,
-                                      port_open, read_pid, spawn, tail, terminate, wait_dead)
+                                      port_open, read_pid, spawn, tail, terminate)
 from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError, format_node
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,8 +231,14 @@ class LocalCluster:
             return None
         os.kill(pid, sig)
         if wait and sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-            if wait_dead([pid], 30.0):
-                raise ClusterError(f"broker {i} (pid {pid}) still alive after signal {sig}")
+            # Wait on broker_pid, not on the pid alone: right after the signal the
+            # process can look gone to one check and alive to the other (seen in
+            # tests: a start_broker right after "dead" found the old one running).
+            deadline = time.monotonic() + 30.0
+            while self.broker_pid(i) is not None:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"broker {i} (pid {pid}) still alive after signal {sig}")
+                time.sleep(0.05)
         return pid
 
     def stop_broker(self, i, timeout_s=10.0):
