@@ -146,27 +146,39 @@ def producer_config(args) -> dict:
     return kwargs
 
 
+class PerfCallback:
+    """Kafka's PerfCallback: records one send's latency when its ack arrives.
+
+    A slotted object rather than a closure: one tracked object per record
+    instead of a function and three cells, which the cyclic GC has to walk
+    while tens of thousands of sends are in flight.
+    """
+    __slots__ = ("iteration", "sent_ms", "size", "stats", "failures")
+
+    def __init__(self, iteration: int, sent_ms: float, size: int, stats: Stats,
+                 failures: list[int]) -> None:
+        self.iteration, self.sent_ms, self.size = iteration, sent_ms, size
+        self.stats, self.failures = stats, failures
+
+    def __call__(self, future: RecordFuture) -> None:
+        now = time.time() * 1000
+        self.stats.record(self.iteration, int(now - self.sent_ms), self.size, now)
+        if future.exception() is not None:
+            self.failures[0] += 1
+            if self.failures[0] <= 10:
+                print(f"ERROR: record {self.iteration}: {future.exception()}", file=sys.stderr)
+
+
 def run(producer: Producer, topic: str, num_records: int, payloads: list[bytes],
         throughput: float, stats: Stats) -> int:
     """Send everything, wait for the acks; return the number of failed sends."""
     failures = [0]
     throttler = Throttler(throughput, time.monotonic())
     rng = random.Random()
-
-    def callback(iteration: int, sent_ms: float, size: int):
-        def on_done(future: RecordFuture) -> None:
-            now = time.time() * 1000
-            stats.record(iteration, int(now - sent_ms), size, now)
-            if future.exception() is not None:
-                failures[0] += 1
-                if failures[0] <= 10:
-                    print(f"ERROR: record {iteration}: {future.exception()}", file=sys.stderr)
-        return on_done
-
     for i in range(num_records):
         payload = payloads[0] if len(payloads) == 1 else rng.choice(payloads)
         future = producer.send(topic, payload)
-        future.add_done_callback(callback(i, time.time() * 1000, len(payload)))
+        future.add_done_callback(PerfCallback(i, time.time() * 1000, len(payload), stats, failures))
         throttler.throttle(i + 1, time.monotonic())
     producer.flush()
     return failures[0]
