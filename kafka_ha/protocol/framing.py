@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from kafka_ha.protocol.api import (
     REQUEST_SCHEMAS, RESPONSE_SCHEMAS, ApiKey, request_header_version)
 from kafka_ha.protocol.errors import UnsupportedVersion
+from kafka_ha.protocol.file_region import FileRegions
 from kafka_ha.protocol.primitives import Buffer, ProtocolError, Reader, Writer
 
 _KNOWN_KEYS = {int(key): key for key in ApiKey}
@@ -97,12 +98,26 @@ def encode_response(correlation_id: int, api_key: int, api_version: int,
     ...     {"error_code": 15, "node_id": -1, "host": "", "port": -1}).hex()
     '0000001000000009000fffffffff0000ffffffff'
     """
+    return _finish_frame(_response_writer(correlation_id, api_key, api_version, body))
+
+
+def encode_response_parts(correlation_id: int, api_key: int, api_version: int,
+                          body: dict[str, Any]) -> list[bytearray | FileRegions]:
+    """The response frame as the server sends it: buffers, with the
+    :class:`FileRegions` of record fields between them left in their files."""
+    writer = _response_writer(correlation_id, api_key, api_version, body)
+    writer.patch_int32(0, len(writer) - 4)
+    return writer.parts()
+
+
+def _response_writer(correlation_id: int, api_key: int, api_version: int,
+                     body: dict[str, Any]) -> Writer:
     schema = _schema(RESPONSE_SCHEMAS, api_key, api_version)
     writer = Writer()
     writer.int32(0)
     writer.int32(correlation_id)
     schema.encode(writer, body)
-    return _finish_frame(writer)
+    return writer
 
 
 def decode_response(api_key: int, api_version: int,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import struct
 from typing import Callable, Iterable, TypeVar
 
+from kafka_ha.protocol.file_region import FileRegions
+
 T = TypeVar("T")
 Buffer = bytes | bytearray | memoryview
 
@@ -185,24 +187,34 @@ class Writer:
     '001200026964000000020000000100000002'
     """
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "_parts")
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        # Set once a FileRegions value is written: the encoded bytes before it,
+        # then the regions, and so on; ``_buf`` holds what follows the last one.
+        self._parts: list[bytearray | FileRegions] | None = None
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return len(self._buf) + (sum(len(p) for p in self._parts) if self._parts else 0)
 
     def getvalue(self) -> bytes:
+        if self._parts:
+            return b"".join(p.read() if isinstance(p, FileRegions) else p
+                            for p in (*self._parts, self._buf))
         return bytes(self._buf)
+
+    def parts(self) -> list[bytearray | FileRegions]:
+        """The output as written: buffers and, between them, regions to sendfile."""
+        return [*self._parts, self._buf] if self._parts else [self._buf]
 
     def buffer(self) -> bytearray:
         """The live buffer (no copy) -- for callers that patch a size prefix."""
         return self._buf
 
     def patch_int32(self, offset: int, value: int) -> None:
-        """Overwrite an already written int32, e.g. a frame size."""
-        _I32.pack_into(self._buf, offset, value)
+        """Overwrite an already written int32 of the first part, e.g. a frame size."""
+        _I32.pack_into(self._parts[0] if self._parts else self._buf, offset, value)
 
     def _pack(self, packer: struct.Struct, value: int, what: str) -> None:
         try:
@@ -263,7 +275,14 @@ class Writer:
         else:
             self._blob(value)
 
-    def _blob(self, value: Buffer) -> None:
+    def _blob(self, value: Buffer | FileRegions) -> None:
+        if isinstance(value, FileRegions):
+            self._buf += _I32.pack(value.length)
+            if self._parts is None:
+                self._parts = []
+            self._parts += (self._buf, value)
+            self._buf = bytearray()
+            return
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise ProtocolError(f"expected bytes, got {type(value).__name__}")
         self._buf += _I32.pack(len(value))

@@ -19,13 +19,16 @@ connection, as Kafka does.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any, Callable, Optional
 
 from gevent.server import StreamServer
 
 from kafka_ha.protocol.api import ApiKey, api_versions_entries, is_supported
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.protocol.framing import RequestHeader, decode_request, encode_response
+from kafka_ha.protocol.file_region import FileRegions, ShortFileRegion
+from kafka_ha.protocol.framing import (RequestHeader, decode_request, encode_response,
+                                       encode_response_parts)
 from kafka_ha.protocol.primitives import ProtocolError, Reader
 
 Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
@@ -67,6 +70,9 @@ class ProtocolServer:
     def _serve_connection(self, sock: Any, address: tuple) -> None:
         peer = f"{address[0]}:{address[1]}"
         try:
+            # As Kafka's acceptor does: a response must not wait for the ACK
+            # of the previous one (Nagle), or small answers stall by tens of ms.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             while True:
                 frame = self._read_frame(sock, peer)
                 if frame is None:
@@ -125,8 +131,8 @@ class ProtocolServer:
             if result is None:
                 return
             response_body, version = result
-            response = encode_response(header.correlation_id, header.api_key,
-                                       version, response_body)
+            parts = encode_response_parts(header.correlation_id, header.api_key,
+                                          version, response_body)
         except ProtocolError as exc:
             self.log.warning("closing connection from %s: malformed %s v%d request "
                              "(correlation id %d): %s", peer, _key_name(header.api_key),
@@ -137,7 +143,32 @@ class ProtocolServer:
                                "(correlation id %d)", peer, _key_name(header.api_key),
                                header.api_version, header.correlation_id)
             raise _CloseConnection() from None
-        sock.sendall(response)
+        self._send(sock, peer, parts)
+
+    def _send(self, sock: Any, peer: str, parts: list) -> None:
+        """Write one response: buffers with sendall, file regions with sendfile."""
+        if len(parts) == 1:
+            sock.sendall(parts[0])
+            return
+        # Corked, the buffers and regions leave as full segments, not as one
+        # small packet per partition header.
+        _set_cork(sock, 1)
+        try:
+            for part in parts:
+                if isinstance(part, FileRegions):
+                    part.send_to(sock)
+                elif part:
+                    sock.sendall(part)
+        except ShortFileRegion as exc:
+            # The size prefix promised bytes a truncation has since removed.
+            self.log.warning("closing connection from %s: log truncated while its "
+                             "response was sent: %s", peer, exc)
+            raise _CloseConnection() from None
+        finally:
+            for part in parts:
+                if isinstance(part, FileRegions):
+                    part.close()
+        _set_cork(sock, 0)
 
     def _unsupported(self, header: RequestHeader, peer: str) -> bytes:
         """The KIP-511 fallback for ApiVersions; otherwise close, like Kafka."""
@@ -154,6 +185,14 @@ class ProtocolServer:
             "error_code": ErrorCode.UNSUPPORTED_VERSION,
             "api_keys": api_versions_entries(),
         })
+
+
+def _set_cork(sock: Any, on: int) -> None:
+    if _TCP_CORK is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_CORK, on)
+
+
+_TCP_CORK = getattr(socket, "TCP_CORK", None)      # Linux; elsewhere parts go as they are
 
 
 def _key_name(api_key: int) -> str:
