@@ -17,12 +17,26 @@ from kafka_ha.broker.partition import Partition
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
+from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
+from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
 CONSUMER, DEBUG_CONSUMER = -1, -2
 VALID_ACKS = (-1, 0, 1)
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
+MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
+
+
+def _first_entry_incomplete(records: bytes) -> bool:
+    """True if ``records`` starts with an entry cut short by the fetch size."""
+    if not records:
+        return False
+    if len(records) < LOG_OVERHEAD:
+        return True
+    return LOG_OVERHEAD + LEGACY_PREFIX.unpack_from(records, 0)[1] > len(records)
 
 
 class DataPlane:
@@ -95,6 +109,12 @@ class DataPlane:
         replica_id = request["replica_id"]
         wanted = [(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"], p["partition_max_bytes"])
                   for t in request["topics"] for p in t["partitions"]]
+        if request.get("isolation_level", READ_UNCOMMITTED) not in ISOLATION_LEVELS:
+            # Kafka 0.11-2.x fails to parse such a request and closes the connection;
+            # a per-partition error tells the client what is wrong instead.
+            entries = [(tp, {"partition_index": tp.partition, "error_code": ErrorCode.INVALID_REQUEST,
+                             "high_watermark": -1, "records": b""}) for tp, _, _ in wanted]
+            return self._fetch_response(entries, version)
         if replica_id >= 0:
             for tp, offset, _ in wanted:
                 p = self.partitions.get(tp)
@@ -103,7 +123,7 @@ class DataPlane:
         max_total = request.get("max_bytes", 0x7FFFFFFF)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
         while True:
-            entries, total, errors = self._read_all(wanted, replica_id, max_total)
+            entries, total, errors = self._read_all(wanted, replica_id, max_total, version)
             remaining = deadline - time.monotonic()
             if total >= request["min_bytes"] or errors or remaining <= 0:
                 break
@@ -111,8 +131,20 @@ class DataPlane:
             if not events:
                 break
             gevent.wait(events, timeout=remaining, count=1)
+        if version < MODERN_FETCH_VERSION and replica_id < 0:
+            # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
+            # only the final answer is converted, once.
+            self._down_convert(entries, wanted, magic_for_fetch_version(version), max_total)
+        return self._fetch_response(entries, version)
+
+    @staticmethod
+    def _fetch_response(entries: list, version: int) -> dict[str, Any]:
         by_topic: dict[str, list] = {}
         for tp, entry in entries:
+            if version >= 4:
+                # No transactions: everything below the HW is stable, nothing is aborted.
+                entry["last_stable_offset"] = entry["high_watermark"]
+                entry["aborted_transactions"] = []
             by_topic.setdefault(tp.topic, []).append(entry)
         response: dict[str, Any] = {"responses": [{"topic": t, "partitions": ps}
                                                   for t, ps in by_topic.items()]}
@@ -120,18 +152,46 @@ class DataPlane:
             response["throttle_time_ms"] = 0
         return response
 
-    def _read_all(self, wanted, replica_id: int, max_total: int):
+    @staticmethod
+    def _down_convert(entries: list, wanted: list, to_magic: int, max_total: int) -> None:
+        """Rewrite each partition's records for a reader of ``to_magic`` (see records.down_convert).
+
+        Legacy entries are larger than v2 records, so the converted data of a
+        partition is cut (at an entry boundary) to what the request's limits
+        allow it, counted in converted bytes: ``partition_max_bytes`` and what
+        is left of ``max_bytes`` after the partitions before it.  It is never
+        cut below the stored size that was read (which the limits already
+        allowed), and its first entry is always sent, so the reader progresses.
+        """
+        total = 0
+        for (tp, entry), (_, offset, partition_max) in zip(entries, wanted):
+            data = entry["records"]
+            if not data:
+                continue
+            limit = max(len(data), min(partition_max, max_total - total))
+            try:
+                entry["records"] = down_convert(data, to_magic, offset, max_bytes=limit)
+            except RecordsError as e:
+                log.warning("Cannot down-convert %s from offset %d to magic %d: %s", tp, offset, to_magic, e)
+                entry["error_code"], entry["records"] = e.code, b""
+            total += len(entry["records"])
+
+    def _read_all(self, wanted, replica_id: int, max_total: int, version: int):
         entries, total, errors = [], 0, False
         for tp, offset, max_bytes in wanted:
+            # KIP-74 (v3+): the first partition returns its first entry even if it
+            # exceeds the limits.  Below v3 the limit is hard: an oversized entry
+            # comes back cut, and the client reports it as too large.
             entry = self._read_one(tp, offset, max_bytes, replica_id,
-                                   min_one=total == 0, budget=max_total - total)
+                                   min_one=version >= 3 and total == 0, budget=max_total - total,
+                                   hard_limit=version < 3)
             total += len(entry["records"] or b"")
             errors |= entry["error_code"] != ErrorCode.NONE
             entries.append((tp, entry))
         return entries, total, errors
 
     def _read_one(self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int,
-                  min_one: bool, budget: int) -> dict[str, Any]:
+                  min_one: bool, budget: int, hard_limit: bool = False) -> dict[str, Any]:
         entry: dict[str, Any] = {"partition_index": tp.partition, "error_code": ErrorCode.NONE,
                                  "high_watermark": -1, "records": b""}
         p, error = self._partition(tp)
@@ -152,7 +212,13 @@ class DataPlane:
             entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
             return entry
         # One copy out of the page cache into the response.
-        entry["records"] = data.to_bytes()
+        records = data.to_bytes()
+        if not min_one and not hard_limit and _first_entry_incomplete(records):
+            # v3+ readers treat a lone partial entry as an error ("no complete
+            # records"): like Kafka, send nothing and let a later fetch, with
+            # budget left, return the entry whole.
+            records = b""
+        entry["records"] = records
         return entry
 
     # ---- ListOffsets and OffsetsForLeaderEpoch ------------------------------------

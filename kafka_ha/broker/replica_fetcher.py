@@ -21,7 +21,7 @@ from kafka_ha.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 3
+FETCH_VERSION = 4
 EPOCH_VERSION = 1
 BACKOFF_S = 0.5
 
@@ -152,7 +152,7 @@ class ReplicaFetcher:
             return
         response = self._request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait_ms": self._max_wait_ms,
-            "min_bytes": self._min_bytes, "max_bytes": self._max_bytes * 16,
+            "min_bytes": self._min_bytes, "max_bytes": self._max_bytes * 16, "isolation_level": 0,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
         backoff = False
         for topic in response["responses"]:

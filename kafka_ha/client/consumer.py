@@ -1,4 +1,4 @@
-"""The consumer: manually assigned partitions, fetched with Fetch v3 from their leaders.
+"""The consumer: manually assigned partitions, fetched with Fetch v4 from their leaders.
 
 ``poll()`` keeps at most one Fetch in flight per leader broker (a greenlet
 each), returns as soon as any of them brings records, and leaves the others
@@ -31,7 +31,7 @@ from .offsets import EARLIEST, LATEST, OffsetClient, by_topic
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 3
+FETCH_VERSION = 4   # v4 readers get the stored v2 batches as they are (headers included)
 RESET_POLICIES = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 
 
@@ -247,6 +247,7 @@ class Consumer:
     def _fetch(self, leader: int, offsets: dict[TopicPartition, int]) -> tuple:
         body = {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms,
                 "min_bytes": self.fetch_min_bytes, "max_bytes": self.fetch_max_bytes,
+                "isolation_level": 0,
                 "topics": [{"topic": t, "partitions": [
                     {"partition": p, "fetch_offset": offsets[TopicPartition(t, p)],
                      "partition_max_bytes": self.max_partition_fetch_bytes} for p in ps]}

@@ -257,13 +257,13 @@ class FakeCluster:
         deadline = time.monotonic() + body["max_wait_ms"] / 1000.0
         while True:
             appended = self._appended
-            responses, size = self._fetch_once(broker, body)
+            responses, size = self._fetch_once(broker, body, version)
             remaining = deadline - time.monotonic()
             if size >= max(body["min_bytes"], 1) or remaining <= 0:
                 return {"throttle_time_ms": 0, "responses": responses}
             appended.wait(remaining)
 
-    def _fetch_once(self, broker: int, body: dict) -> tuple[list[dict], int]:
+    def _fetch_once(self, broker: int, body: dict, version: int) -> tuple[list[dict], int]:
         responses, total = [], 0
         debug = body["replica_id"] == -2
         for topic in body["topics"]:
@@ -281,8 +281,11 @@ class FakeCluster:
                     else:
                         data = log.read(offset, hw, fp["partition_max_bytes"])
                 total += len(data)
-                parts.append({"partition_index": tp.partition, "error_code": code,
-                              "high_watermark": hw, "records": data})
+                part = {"partition_index": tp.partition, "error_code": code,
+                        "high_watermark": hw, "records": data}
+                if version >= 4:   # no transactions and no down-conversion in the fake
+                    part.update(last_stable_offset=hw, aborted_transactions=[])
+                parts.append(part)
             responses.append({"topic": topic["topic"], "partitions": parts})
         return responses, total
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 
 from kafka_ha.protocol.schema import (
-    BOOLEAN, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
+    BOOLEAN, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
     Array, Struct)
 
 
@@ -172,6 +172,19 @@ _define(ApiKey.FETCH, range(1, 3),
 _define(ApiKey.FETCH, range(3, 4),
         Struct(*_FETCH_PREFIX, ("max_bytes", INT32), _FETCH_TOPICS),
         Struct(_THROTTLE, _FETCH_RESPONSES))
+# v4 (KIP-98) adds isolation_level (0 READ_UNCOMMITTED, 1 READ_COMMITTED) after
+# max_bytes, and per partition last_stable_offset and the nullable
+# aborted_transactions after high_watermark.  v4 readers get magic 2 data;
+# older ones get it down-converted (wire-protocol.md §6).
+_ABORTED_TRANSACTION = Struct(("producer_id", INT64), ("first_offset", INT64))
+_define(ApiKey.FETCH, range(4, 5),
+        Struct(*_FETCH_PREFIX, ("max_bytes", INT32), ("isolation_level", INT8), _FETCH_TOPICS),
+        Struct(_THROTTLE, ("responses", Array(Struct(
+            ("topic", STRING), ("partitions", Array(Struct(
+                ("partition_index", INT32), ("error_code", INT16), ("high_watermark", INT64),
+                ("last_stable_offset", INT64),
+                ("aborted_transactions", Array(_ABORTED_TRANSACTION, nullable=True)),
+                ("records", NULLABLE_BYTES)))))))))
 
 # -- ListOffsets (2), §7 ------------------------------------------------------
 

@@ -228,13 +228,16 @@ class RoundFetcher:
                       offsets: dict[TopicPartition, int]) -> dict[TopicPartition, ReplicaFetch]:
         body = {"replica_id": DEBUG_CONSUMER_ID, "max_wait_ms": self.max_wait_ms,
                 "min_bytes": self.min_bytes, "max_bytes": min(self.fetch_size * len(tps), 1 << 30),
+                "isolation_level": 0,
                 "topics": [{"topic": t, "partitions": [
                     {"partition": p, "fetch_offset": offsets[TopicPartition(t, p)],
                      "partition_max_bytes": self.fetch_size} for p in ps]}
                     for t, ps in by_topic(tps).items()]}
         timeout_s = self.cluster.timeout_s + self.max_wait_ms / 1000
         try:
-            response = self.cluster.request(broker, ApiKey.FETCH, 3, body, timeout_s=timeout_s)
+            # v4: the stored entries as they are (older versions get them down-converted,
+            # which would compare checksums of conversions rather than of the replicas' bytes).
+            response = self.cluster.request(broker, ApiKey.FETCH, 4, body, timeout_s=timeout_s)
         except KafkaError as exc:
             self._warn((broker,), f"fetch from broker {broker} failed: {exc}")
             gevent.sleep(min(1.0, self.max_wait_ms / 1000))

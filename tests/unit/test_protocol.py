@@ -87,6 +87,8 @@ def _fetch_request(version: int) -> dict:
                 {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1048576}]}]}
     if version >= 3:
         body["max_bytes"] = 52428800
+    if version >= 4:
+        body["isolation_level"] = 1
     return body
 
 
@@ -96,6 +98,11 @@ def _fetch_response(version: int) -> dict:
         {"partition_index": 1, "error_code": 1, "high_watermark": -1, "records": None}]}]}
     if version >= 1:
         body["throttle_time_ms"] = 0
+    if version >= 4:
+        first, second = body["responses"][0]["partitions"]
+        first.update(last_stable_offset=100, aborted_transactions=[
+            {"producer_id": 7, "first_offset": 90}])
+        second.update(last_stable_offset=-1, aborted_transactions=None)
     return body
 
 
@@ -144,7 +151,7 @@ REQUESTS = {
         {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
                                               {"index": 1, "records": None}]}]}
        for v in range(3)},
-    **{(K.FETCH, v): _fetch_request(v) for v in range(4)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(5)},
     (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
     (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
@@ -170,7 +177,7 @@ RESPONSES = {
     (K.OFFSETS_FOR_LEADER_EPOCH, 1): {"topics": [{"topic": "orders", "partitions": [
         {"error_code": 0, "partition": 3, "leader_epoch": 5, "end_offset": 120}]}]},
     **{(K.PRODUCE, v): _produce_response(v) for v in range(3)},
-    **{(K.FETCH, v): _fetch_response(v) for v in range(4)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(5)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
     (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [
@@ -202,7 +209,7 @@ def plain(value):
 def test_every_schema_has_a_sample_and_versions_table_matches():
     assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
     assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 2)
-    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 3)
+    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 4)
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
@@ -281,6 +288,21 @@ LAYOUT_CASES = [
       "topics": [{"topic": "t", "partitions": [
           {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 512}]}]},
      i32(2, 500, 1, 1024) + i32(1) + s("t") + i32(1) + i32(0) + i64(7) + i32(512)),
+    ("fetch-v4-request-isolation-level", REQUEST_SCHEMAS[(K.FETCH, 4)],
+     {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1024, "isolation_level": 1,
+      "topics": [{"topic": "t", "partitions": [
+          {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 512}]}]},
+     i32(-1, 500, 1, 1024) + b"\x01" + i32(1) + s("t") + i32(1) + i32(0) + i64(7) + i32(512)),
+    # KIP-98 fields sit between high_watermark and records; aborted_transactions is nullable.
+    ("fetch-v4-response-lso-aborted", RESPONSE_SCHEMAS[(K.FETCH, 4)],
+     {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [
+         {"partition_index": 0, "error_code": 0, "high_watermark": 9, "last_stable_offset": 9,
+          "aborted_transactions": [{"producer_id": 3, "first_offset": 4}], "records": b"xy"},
+         {"partition_index": 1, "error_code": 6, "high_watermark": -1, "last_stable_offset": -1,
+          "aborted_transactions": None, "records": None}]}]},
+     i32(0) + i32(1) + s("t") + i32(2)
+     + i32(0) + i16(0) + i64(9, 9) + i32(1) + i64(3, 4) + i32(2) + b"xy"
+     + i32(1) + i16(6) + i64(-1, -1) + i32(-1) + i32(-1)),
     ("produce-v2-response", RESPONSE_SCHEMAS[(K.PRODUCE, 2)],
      {"responses": [{"name": "t", "partition_responses": [
          {"index": 0, "error_code": 0, "base_offset": 100, "log_append_time_ms": -1}]}],
