@@ -8,15 +8,18 @@ that want more bytes than are there wait on the partitions' change events
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
 import gevent
 
 from kafka_ha.broker.partition import Partition
+from kafka_ha.log import FetchData
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
+from kafka_ha.protocol.file_region import fetch_payload
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD
@@ -30,13 +33,15 @@ ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no tran
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 
 
-def _first_entry_incomplete(records: bytes) -> bool:
-    """True if ``records`` starts with an entry cut short by the fetch size."""
-    if not records:
+def _first_entry_incomplete(data: FetchData) -> bool:
+    """True if ``data`` starts with an entry cut short by the fetch size."""
+    if not data.slices:
         return False
-    if len(records) < LOG_OVERHEAD:
+    if data.size < LOG_OVERHEAD:
         return True
-    return LOG_OVERHEAD + LEGACY_PREFIX.unpack_from(records, 0)[1] > len(records)
+    first = data.slices[0]
+    prefix = os.pread(first.fileno, LOG_OVERHEAD, first.position)
+    return LOG_OVERHEAD + LEGACY_PREFIX.unpack_from(prefix, 0)[1] > data.size
 
 
 class DataPlane:
@@ -184,14 +189,18 @@ class DataPlane:
             # comes back cut, and the client reports it as too large.
             entry = self._read_one(tp, offset, max_bytes, replica_id,
                                    min_one=version >= 3 and total == 0, budget=max_total - total,
-                                   hard_limit=version < 3)
+                                   hard_limit=version < 3,
+                                   as_stored=version >= MODERN_FETCH_VERSION or replica_id >= 0)
             total += len(entry["records"] or b"")
             errors |= entry["error_code"] != ErrorCode.NONE
             entries.append((tp, entry))
         return entries, total, errors
 
     def _read_one(self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int,
-                  min_one: bool, budget: int, hard_limit: bool = False) -> dict[str, Any]:
+                  min_one: bool, budget: int, hard_limit: bool = False,
+                  as_stored: bool = True) -> dict[str, Any]:
+        """One partition's entry; ``as_stored`` readers may get the records as
+        FileRegions (sent with sendfile), the others need bytes to convert."""
         entry: dict[str, Any] = {"partition_index": tp.partition, "error_code": ErrorCode.NONE,
                                  "high_watermark": -1, "records": b""}
         p, error = self._partition(tp)
@@ -211,14 +220,14 @@ class DataPlane:
         except OffsetOutOfRangeError:
             entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
             return entry
-        # One copy out of the page cache into the response.
-        records = data.to_bytes()
-        if not min_one and not hard_limit and _first_entry_incomplete(records):
+        if not min_one and not hard_limit and _first_entry_incomplete(data):
             # v3+ readers treat a lone partial entry as an error ("no complete
             # records"): like Kafka, send nothing and let a later fetch, with
             # budget left, return the entry whole.
-            records = b""
-        entry["records"] = records
+            return entry
+        # Large reads leave the page cache only for the socket (sendfile);
+        # small ones, and data to convert, are copied once.
+        entry["records"] = fetch_payload(data.slices) if as_stored else data.to_bytes()
         return entry
 
     # ---- ListOffsets and OffsetsForLeaderEpoch ------------------------------------

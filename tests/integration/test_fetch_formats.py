@@ -179,3 +179,24 @@ def test_converted_data_keeps_within_the_fetch_limits(plane):
     # A small read is converted whole, even though it grows.
     small = fetch(plane, 3, {TPS[0]: 490})[TPS[0]]["records"]
     assert [r.offset for r in decode_records(small)] == list(range(490, 500))
+
+
+def test_large_reads_go_out_by_sendfile_small_and_converted_ones_as_bytes(plane):
+    from kafka_ha.protocol.file_region import SENDFILE_MIN_BYTES, FileRegions
+
+    tp = TPS[0]
+    for i in range(8):
+        produce(plane, tp, [Record(b"k%d" % i, bytes([i]) * 1000, 10)] * 8)
+    commit(plane)
+    v4 = fetch(plane, 4, {tp: 0})[tp]["records"]
+    assert isinstance(v4, FileRegions) and len(v4) >= SENDFILE_MIN_BYTES
+    stored = v4.read()
+    assert content(stored) == [(o, b"k%d" % (o // 8), bytes([o // 8]) * 1000) for o in range(64)]
+    follower = fetch(plane, 4, {tp: 0}, replica_id=2)[tp]["records"]
+    assert isinstance(follower, FileRegions) and follower.read() == stored
+    small = fetch(plane, 4, {tp: 60})[tp]["records"]       # the last batch only: < 16 KiB
+    assert isinstance(small, bytes) and content(small, 60) == content(stored, 60)
+    v3 = fetch(plane, 3, {tp: 0})[tp]["records"]            # converted: always bytes
+    assert isinstance(v3, bytes) and content(v3) == content(stored)
+    for regions in (v4, follower):
+        regions.close()
