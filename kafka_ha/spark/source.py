@@ -245,17 +245,25 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         tps = [tp for tp in tps if tp in begin or self.lookup.has_leader(tp)]
         latest = self.lookup.latest(tps)
         self._latest = dict(latest)
-        if self._target is not None:
-            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items()}
         new = [tp for tp in tps if tp not in begin]
         begin.update(self.lookup.earliest(new) if new else {})
         end = {}
         now = time.monotonic()
         for tp in tps:
-            end[tp] = latest[tp]
-            if latest[tp] >= begin[tp]:
+            target = None if self._target is None else self._target[tp]
+            if target is not None and target >= begin[tp]:
+                # availableNow reads up to its snapshot, which was committed when taken, even
+                # while a new leader's high watermark still lags it: Spark ends the query at
+                # the first batch without new data, so holding back here would stop it short.
+                end[tp] = target
                 self._behind.pop(tp, None)
                 continue
+            if latest[tp] >= begin[tp]:
+                # (a target below our position, taken from a lagging leader: nothing to read)
+                end[tp] = latest[tp] if target is None else begin[tp]
+                self._behind.pop(tp, None)
+                continue
+            end[tp] = latest[tp] if target is None else min(latest[tp], target)
             # A new leader's high watermark may lag its predecessor's until its followers
             # have fetched once (KAFKA-2334): wait that out before calling it data loss.
             if now - self._behind.setdefault(tp, now) < self.hw_grace_s:

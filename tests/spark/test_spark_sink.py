@@ -7,17 +7,9 @@ pytest.importorskip("pyspark", minversion="4.2",
 
 import pyarrow as pa
 from tests.harness.kafka import create_topic
-from tests.spark.helpers import consume, produce
+from tests.spark.helpers import consume, produce, write
 
 pytestmark = pytest.mark.system
-
-
-def _write(df, cluster, **options):
-    w = df.write.format("kafka_ha").mode("append").option("bootstrap.servers",
-                                                          cluster.bootstrap_servers)
-    for key, value in options.items():
-        w = w.option(key, value)
-    w.save()
 
 
 def test_batch_write_string_and_binary_columns_round_trip(spark, cluster_factory):
@@ -26,8 +18,8 @@ def test_batch_write_string_and_binary_columns_round_trip(spark, cluster_factory
     create_topic(cluster, "blobs", 3, 3)
 
     rows = [(f"k{i % 7}", f"välue-{i}") for i in range(500)]
-    _write(spark.createDataFrame(rows, "key string, value string").repartition(2), cluster,
-           topic="strings")
+    write(spark.createDataFrame(rows, "key string, value string").repartition(2), cluster,
+          topic="strings")
     got = consume(cluster, "strings", [0, 1])
     assert sorted((r.key, r.value) for r in got) == sorted(
         (k.encode(), v.encode()) for k, v in rows)
@@ -36,7 +28,7 @@ def test_batch_write_string_and_binary_columns_round_trip(spark, cluster_factory
 
     blobs = [("blobs", None if i % 5 == 0 else bytes([i % 256, 0, 255]), bytes(range(i % 256)),
               i % 3, [("h", b"\x00%d" % i)]) for i in range(300)]
-    _write(spark.createDataFrame(
+    write(spark.createDataFrame(
         blobs, "topic string, key binary, value binary, partition int, "
                "headers array<struct<key:string,value:binary>>"), cluster)
     got = consume(cluster, "blobs", [0, 1, 2])
@@ -50,8 +42,8 @@ def test_batch_write_string_and_binary_columns_round_trip(spark, cluster_factory
         (p, v, [("h", h[0][1])]) for _, k, v, p, h in blobs)
 
     # the topic option overrides the column
-    _write(spark.createDataFrame([("blobs", "x")], "topic string, value string"), cluster,
-           topic="strings")
+    write(spark.createDataFrame([("blobs", "x")], "topic string, value string"), cluster,
+          topic="strings")
     assert len(consume(cluster, "strings", [0, 1])) == 501
 
 
@@ -81,11 +73,11 @@ def test_writer_task_reports_counts_and_fails_on_unwritable_records(cluster_fact
 
 def test_sink_rejects_bad_columns(spark):
     with pytest.raises(Exception, match="needs a 'value' column"):
-        _write(spark.createDataFrame([("a",)], "v string"), _Servers(), topic="t")
+        write(spark.createDataFrame([("a",)], "v string"), _Servers(), topic="t")
     with pytest.raises(Exception, match="'topic' column or the 'topic' option"):
-        _write(spark.createDataFrame([("a",)], "value string"), _Servers())
+        write(spark.createDataFrame([("a",)], "value string"), _Servers())
     with pytest.raises(Exception, match="column 'key' must be string or binary"):
-        _write(spark.createDataFrame([(1, "a")], "key int, value string"), _Servers(), topic="t")
+        write(spark.createDataFrame([(1, "a")], "key int, value string"), _Servers(), topic="t")
 
 
 class _Servers:

@@ -11,7 +11,7 @@ import zlib
 from kafka_ha.client import ClusterMetadata
 from kafka_ha.model import TopicPartition
 from tests.harness.kafka import create_topic, topics_cli
-from tests.spark.helpers import checksums, produce, reader
+from tests.spark.helpers import checksums, produce, reader, run_stream
 
 pytestmark = pytest.mark.system
 
@@ -56,20 +56,6 @@ def test_batch_read_returns_exactly_the_committed_records(spark, cluster_factory
             .option("subscribe", "events").load().count()) == 3000
 
 
-def _stream(spark, cluster, checkpoint, out, **options):
-    """Run one availableNow query from topic "stream" into parquet; the rows of each batch."""
-    r = (spark.readStream.format("kafka_ha").option("bootstrap.servers", cluster.bootstrap_servers)
-         .option("subscribe", "stream"))
-    for key, value in options.items():
-        r = r.option(key, value)
-    query = (r.load().writeStream.format("parquet").option("path", str(out))
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    query.awaitTermination(120)
-    assert not query.isActive, "availableNow query did not finish"
-    assert query.exception() is None, query.exception()
-    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-
-
 def test_available_now_stream_restarts_from_checkpoint_exactly_once(spark, cluster_factory,
                                                                     tmp_path):
     cluster = cluster_factory(3)
@@ -78,7 +64,7 @@ def test_available_now_stream_restarts_from_checkpoint_exactly_once(spark, clust
     checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
 
     opts = dict(startingOffsets="earliest", maxOffsetsPerTrigger=100)
-    assert _stream(spark, cluster, checkpoint, out, **opts) == [100, 100, 50]
+    assert run_stream(spark, cluster, checkpoint, out, **opts) == [100, 100, 50]
 
     sent.update(produce(cluster, "stream", 120, start=250))
     rc, stdout, stderr = topics_cli(cluster, "--alter", "--topic", "stream", "--partitions", "3")
@@ -88,9 +74,9 @@ def test_available_now_stream_restarts_from_checkpoint_exactly_once(spark, clust
     sent.update(produce(cluster, "stream", 30, start=370, partition=2))
 
     # only the new records: 120 on the old partitions, 30 on the new one (read from earliest)
-    assert _stream(spark, cluster, checkpoint, out, **opts) == [100, 50]
+    assert run_stream(spark, cluster, checkpoint, out, **opts) == [100, 50]
     # nothing new: the restarted query runs no batch with data
-    assert _stream(spark, cluster, checkpoint, out, **opts) == []
+    assert run_stream(spark, cluster, checkpoint, out, **opts) == []
 
     rows = spark.read.parquet(str(out)).select("partition", "offset", "value").collect()
     got = [((r.partition, r.offset), r.value) for r in rows]
@@ -108,9 +94,9 @@ def test_stream_starts_at_latest_by_default(spark, cluster_factory, tmp_path):
     create_topic(cluster, "stream", 1, 3)
     produce(cluster, "stream", 40)
     checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
-    assert _stream(spark, cluster, checkpoint, out) == []       # the 40 old records are skipped
+    assert run_stream(spark, cluster, checkpoint, out) == []   # the 40 old records are skipped
     sent = produce(cluster, "stream", 15, start=40)
-    assert _stream(spark, cluster, checkpoint, out) == [15]
+    assert run_stream(spark, cluster, checkpoint, out) == [15]
     values = sorted(row.value for row in spark.read.parquet(str(out)).collect())
     assert values == sorted(sent.values())
     assert sum(zlib.crc32(v) for v in values) == sum(zlib.crc32(v) for v in sent.values())

@@ -136,6 +136,32 @@ def test_stream_offsets_new_partitions_limits_and_available_now():
     assert json.dumps(later) == '{"t": {"0": 50, "1": 30, "2": 5}}'     # canonical order
 
 
+def test_available_now_reaches_its_target_while_a_new_leaders_hw_lags():
+    # Spark ends an availableNow query at the first latestOffset without new data, so the
+    # lagging high watermark of a new leader (KAFKA-2334) must not hold a partition below
+    # the target: those records were committed when the target was taken.
+    reader, fake = stream_reader(startingOffsets="earliest", maxOffsetsPerTrigger="40")
+    fake.log_start, fake.hw = {("t", 0): 0, ("t", 1): 0}, {("t", 0): 100, ("t", 1): 100}
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    first = reader.latestOffset(start, ReadMaxRows(40))
+    assert first == {"t": {"0": 20, "1": 20}}
+    fake.hw = {("t", 0): 15, ("t", 1): 20}          # new leaders: below and at our position
+    assert reader.latestOffset(first, ReadMaxRows(40)) == {"t": {"0": 40, "1": 40}}
+    assert reader.latestOffset(first, ReadAllAvailable()) == {"t": {"0": 100, "1": 100}}
+
+    # A target taken from a lagging leader may be below the checkpoint: nothing to read in
+    # this run, and no data loss while the high watermark is not below the checkpoint.
+    reader, fake = stream_reader(highWatermarkGraceMs="0")
+    fake.log_start, fake.hw = {("t", 0): 0}, {("t", 0): 10}
+    reader.prepareForTriggerAvailableNow()
+    fake.hw = {("t", 0): 25}
+    assert reader.latestOffset({"t": {"0": 20}}, ReadAllAvailable()) == {"t": {"0": 20}}
+    fake.hw = {("t", 0): 12}
+    with pytest.raises(Exception, match="went back from 20 to 12"):
+        reader.latestOffset({"t": {"0": 20}}, ReadAllAvailable())
+
+
 def test_stream_data_loss_checks():
     reader, fake = stream_reader(startingOffsets=json.dumps({"t": {"0": 1}}))
     fake.log_start, fake.hw = {("t", 0): 5}, {("t", 0): 9}
