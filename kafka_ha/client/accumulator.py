@@ -57,8 +57,9 @@ class ProducerBatch:
     retry_at: float = 0.0
     _payload: bytes | None = None
 
-    def try_append(self, record: Record, future: RecordFuture | None, limit: int) -> bool:
-        added = record_size(record)
+    def try_append(self, record: Record, future: RecordFuture | None, limit: int,
+                   added: int) -> bool:
+        """Add ``record`` (``added`` = its :func:`record_size`) unless the batch is full."""
         if self.closed or (self.records and self.size + added > limit):
             self.closed = True
             return False
@@ -102,12 +103,15 @@ class RecordAccumulator:
         ``opened``: a new batch was started (the sender must arm its linger
         timer); ``full``: a batch of ``tp`` just became complete (send it now).
         """
-        queue = self._queues.setdefault(tp, deque())
-        opened = not queue or not queue[-1].try_append(record, future, self.batch_size)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        added = record_size(record)
+        opened = not queue or not queue[-1].try_append(record, future, self.batch_size, added)
         if opened:
             queue.append(ProducerBatch(tp, now))
-            queue[-1].try_append(record, future, self.batch_size)
-        self.buffered_bytes += record_size(record)
+            queue[-1].try_append(record, future, self.batch_size, added)
+        self.buffered_bytes += added
         full = (opened and len(queue) > 1) or queue[-1].size >= self.batch_size
         return opened, full
 

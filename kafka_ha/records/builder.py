@@ -25,6 +25,7 @@ _MESSAGE_TAIL_V0 = struct.Struct(">bb")
 _MESSAGE_TAIL_V1 = struct.Struct(">bbq")
 _PREFIX_CRC = struct.Struct(">qiI")
 _I32 = struct.Struct(">i")
+_NULL = encode_varint(-1)                    # length -1: a null key, value or header value
 
 
 class Record(NamedTuple):
@@ -39,14 +40,18 @@ def _now_ms() -> int:
 
 
 def _encode_record(rec: Record, offset_delta: int, timestamp_delta: int) -> bytes:
-    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
-    for field in (rec.key, rec.value):
-        parts += (encode_varint(-1),) if field is None else (encode_varint(len(field)), field)
-    parts.append(encode_varint(len(rec.headers)))
-    for h_key, h_value in rec.headers:
-        h_key = h_key.encode() if isinstance(h_key, str) else h_key
-        parts += (encode_varint(len(h_key)), h_key)
-        parts += (encode_varint(-1),) if h_value is None else (encode_varint(len(h_value)), h_value)
+    key, value = rec.key, rec.value
+    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta),
+             _NULL if key is None else encode_varint(len(key)), key or b"",
+             _NULL if value is None else encode_varint(len(value)), value or b""]
+    if rec.headers:
+        parts.append(encode_varint(len(rec.headers)))
+        for h_key, h_value in rec.headers:
+            h_key = h_key.encode() if isinstance(h_key, str) else h_key
+            parts += (encode_varint(len(h_key)), h_key)
+            parts += (_NULL,) if h_value is None else (encode_varint(len(h_value)), h_value)
+    else:
+        parts.append(b"\x00")                      # no headers
     body = b"".join(parts)
     return encode_varint(len(body)) + body
 

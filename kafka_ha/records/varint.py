@@ -10,8 +10,7 @@ from __future__ import annotations
 from .errors import CorruptRecordError
 
 
-def encode_varint(value: int) -> bytes:
-    """Zigzag-encode a signed 64-bit value."""
+def _encode_slow(value: int) -> bytes:
     n = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while n > 0x7F:
@@ -19,6 +18,19 @@ def encode_varint(value: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+# A producer encodes six varints per record, nearly all of them small
+# (deltas, lengths, header counts): those come from a table.
+_TABLE_MIN, _TABLE_MAX = -8192, 8192          # every one- and two-byte varint
+_TABLE = [_encode_slow(v) for v in range(_TABLE_MIN, _TABLE_MAX)]
+
+
+def encode_varint(value: int) -> bytes:
+    """Zigzag-encode a signed 64-bit value."""
+    if _TABLE_MIN <= value < _TABLE_MAX:
+        return _TABLE[value - _TABLE_MIN]
+    return _encode_slow(value)
 
 
 def decode_varint(buf, pos: int) -> tuple[int, int]:

@@ -7,14 +7,18 @@ the same run measures:
 - produce throughput with the project's perf tool, acks=1 and acks=all, on
   an RF=3 topic, for 100-byte and 1 KiB messages;
 - consumer throughput reading the 1 KiB data back;
-- end-to-end latency (produce one, consume it) while a background producer
-  runs at 10% of the measured acks=all peak.
-It prints a Markdown table for docs/benchmarks.md.
+- end-to-end latency (produce one, consume it) while a background producer,
+  configured as in the peak run, sends at 10% of the measured acks=all peak:
+  once with a busy-polling consumer (Kafka's tool, fetch.max.wait.ms 0) and
+  once with a long-polling one (fetch.max.wait.ms 500, the consumer default).
+Each produce run is repeated (``--repeat``); the table shows the median run
+and the range.  It prints Markdown for docs/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import re
 import shutil
 import socket
@@ -24,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafka_ha.log.segment import FileSlice
+from kafka_ha.protocol.file_region import FileRegions
 from kafka_ha.tools.controller_bench import free_ports
 from kafka_ha.tools.local_cluster import LocalCluster
 
@@ -50,22 +56,66 @@ def _sink(port_queue, total: int) -> None:
     conn.close()
 
 
-def socket_baseline(megabytes: int = 512) -> float:
-    """MB/s of one loopback TCP connection between two Python processes."""
+def _through_loopback(megabytes: int, send_mib) -> tuple[float, float]:
+    """Push ``megabytes`` MiB to a sink process, ``send_mib(sock, i)`` sending the i-th MiB.
+
+    Returns (MB/s, CPU seconds the sending process spent per GiB).
+    """
     total = megabytes << 20
     ports: multiprocessing.Queue = multiprocessing.Queue()
     sink = multiprocessing.Process(target=_sink, args=(ports, total))
     sink.start()
     s = socket.create_connection(("127.0.0.1", ports.get(timeout=10)))
-    chunk = b"\0" * (1 << 20)
-    started = time.monotonic()
-    for _ in range(megabytes):
-        s.sendall(chunk)
+    cpu, started = time.process_time(), time.monotonic()
+    for i in range(megabytes):
+        send_mib(s, i)
     s.recv(1)
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
     s.close()
     sink.join()
-    return megabytes / elapsed
+    return megabytes / elapsed, cpu * 1024 / megabytes
+
+
+def socket_baseline(megabytes: int = 512) -> float:
+    """MB/s of one loopback TCP connection between two Python processes."""
+    chunk = b"\0" * (1 << 20)
+    return _through_loopback(megabytes, lambda s, i: s.sendall(chunk))[0]
+
+
+def fetch_serving(work: Path, megabytes: int = 256) -> list[tuple[int, str, float, float]]:
+    """Sending log data as fetch responses do, copied (pread + sendall) or by sendfile.
+
+    Reads come from a file in the page cache in responses of 16 KiB to 1 MiB:
+    ``(response bytes, method, MB/s, sender CPU s/GiB)`` rows.
+    """
+    path = work / "fetch-serving.log"
+    with open(path, "wb") as f:
+        for _ in range(64):
+            f.write(os.urandom(1 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    rows = []
+    try:
+        for size in (16 << 10, 64 << 10, 1 << 20):
+            per_mib = (1 << 20) // size
+            slices = [FileSlice(fd, str(path), 0, size, 0)]
+
+            def copied(s, i, size=size, per_mib=per_mib):
+                for j in range(per_mib):
+                    s.sendall(os.pread(fd, size, ((i * per_mib + j) * size) % (64 << 20)))
+
+            def sendfile(s, i, size=size, per_mib=per_mib):
+                for j in range(per_mib):
+                    position = ((i * per_mib + j) * size) % (64 << 20)
+                    regions = FileRegions.pin([slices[0]._replace(position=position)])
+                    regions.send_to(s)
+                    regions.close()
+
+            for name, method in (("pread + sendall", copied), ("sendfile (FileRegions)", sendfile)):
+                rows.append((size, name, *_through_loopback(megabytes, method)))
+    finally:
+        os.close(fd)
+        path.unlink()
+    return rows
 
 
 def tool(script: str, *args: str, timeout: float = 900) -> str:
@@ -76,10 +126,13 @@ def tool(script: str, *args: str, timeout: float = 900) -> str:
     return done.stdout
 
 
+PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536")
+
+
 def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
     out = tool("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", str(records),
                "--record-size", str(size), "--throughput", str(throughput), "--producer-props",
-               f"bootstrap.servers={bootstrap}", f"acks={acks}", "linger.ms=5", "batch.size=65536")
+               f"bootstrap.servers={bootstrap}", f"acks={acks}", *PRODUCER_PROPS)
     m = FINAL.search(out)
     if not m:
         raise RuntimeError(f"no final line in producer perf output: {out[-500:]}")
@@ -93,8 +146,15 @@ def consume(bootstrap: str, topic: str, messages: int) -> dict:
     return {"mb": float(row[3]), "msgs": float(row[5])}
 
 
-def e2e(bootstrap: str, topic: str, messages: int, size: int) -> dict:
-    out = tool("kafka-e2e-latency.sh", bootstrap, topic, str(messages), "all", str(size))
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median MB/s, plus the range over all runs."""
+    ordered = sorted(runs, key=lambda r: r["mb"])
+    return dict(ordered[len(ordered) // 2], lo=ordered[0]["mb"], hi=ordered[-1]["mb"], n=len(runs))
+
+
+def e2e(bootstrap: str, topic: str, messages: int, size: int, props_file: str | None = None) -> dict:
+    out = tool("kafka-e2e-latency.sh", bootstrap, topic, str(messages), "all", str(size),
+               *([props_file] if props_file else []))
     avg = float(re.search(r"Avg latency: ([\d.]+) ms", out)[1])
     p = re.search(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
     return {"avg": avg, "p50": int(p[1]), "p99": int(p[2]), "p999": int(p[3])}
@@ -104,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-data-bench.sh", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200000, help="messages per produce run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per produce workload")
     parser.add_argument("--dir")
     args = parser.parse_args(argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="kafka-ha-data-bench-"))
@@ -113,40 +174,62 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print("baseline: raw loopback socket copy ...", file=sys.stderr)
         baseline = socket_baseline()
+        print("fetch serving: pread + sendall vs sendfile ...", file=sys.stderr)
+        serving = fetch_serving(work)
         cluster.start()
         bootstrap = cluster.bootstrap_servers
         for topic in ("bench-100", "bench-1k", "bench-e2e"):
             tool("kafka-topics.sh", "--zookeeper", cluster.connect_string, "--create", "--topic", topic,
                  "--partitions", "6", "--replication-factor", "3")
         time.sleep(2)
-        results = {}
-        for size, topic in ((100, "bench-100"), (1024, "bench-1k")):
-            for acks in ("1", "all"):
-                print(f"produce {size} B acks={acks} ...", file=sys.stderr)
-                results[(size, acks)] = produce(bootstrap, topic, args.records, size, acks)
+        runs: dict[tuple[int, str], list[dict]] = {}
+        for _ in range(args.repeat):     # interleaved, so a noisy minute hits every workload
+            for size, topic in ((100, "bench-100"), (1024, "bench-1k")):
+                for acks in ("1", "all"):
+                    print(f"produce {size} B acks={acks} ...", file=sys.stderr)
+                    runs.setdefault((size, acks), []).append(
+                        produce(bootstrap, topic, args.records, size, acks))
+        results = {key: median_run(r) for key, r in runs.items()}
         print("consume ...", file=sys.stderr)
-        consumed = consume(bootstrap, "bench-1k", 2 * args.records)
+        consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
         peak = results[(1024, "all")]["msgs"]
         print(f"e2e latency with background load at {int(peak / 10)} msgs/s ...", file=sys.stderr)
         background = subprocess.Popen([str(ROOT / "bin" / "kafka-producer-perf-test.sh"), "--topic",
-                                       "bench-1k", "--num-records", str(int(peak / 10) * 60),
+                                       "bench-1k", "--num-records", str(int(peak / 10) * 120),
                                        "--record-size", "1024", "--throughput", str(int(peak / 10)),
-                                       "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all"],
+                                       "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+                                       *PRODUCER_PROPS],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       env={"KAFKA_HA_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
         time.sleep(2)
-        latency = e2e(bootstrap, "bench-e2e", 5000, 1024)
+        long_poll = work / "long-poll.properties"
+        long_poll.write_text("fetch.max.wait.ms=500\n")
+        latency = {"busy-polling consumer (fetch.max.wait.ms=0, Kafka's tool)":
+                   e2e(bootstrap, "bench-e2e", 5000, 1024),
+                   "long-polling consumer (fetch.max.wait.ms=500)":
+                   e2e(bootstrap, "bench-e2e", 5000, 1024, str(long_poll))}
         background.kill()
         print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
-        print("| workload | msgs/s | MB/s | producer latency p50 / p99 |")
-        print("|---|---:|---:|---:|")
+        print(f"| workload (median of {args.repeat}) | msgs/s | MB/s | MB/s range | "
+              "producer latency p50 / p99 |")
+        print("|---|---:|---:|---:|---:|")
         for (size, acks), r in results.items():
             print(f"| produce {size} B, acks={acks}, RF 3 | {r['msgs']:.0f} | {r['mb']:.2f} | "
-                  f"{r['p50']} / {r['p99']} ms |")
-        print(f"| consume 1 KiB (from the leaders) | {consumed['msgs']:.0f} | {consumed['mb']:.2f} | - |")
+                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['p50']} / {r['p99']} ms |")
+        print(f"| consume 1 KiB (from the leaders) | {consumed['msgs']:.0f} | {consumed['mb']:.2f} "
+              "| - | - |")
         print(f"\nend-to-end latency, 1 KiB, acks=all, with a producer at {int(peak / 10)} msgs/s "
-              f"(10% of the acks=all peak): avg {latency['avg']:.2f} ms, p50 {latency['p50']} ms, "
-              f"p99 {latency['p99']} ms, p99.9 {latency['p999']} ms")
+              "(10% of the acks=all peak; whole ms, as Kafka's tool prints them):\n")
+        print("| consumer | avg | p50 | p99 | p99.9 |")
+        print("|---|---:|---:|---:|---:|")
+        for name, r in latency.items():
+            print(f"| {name} | {r['avg']:.2f} ms | {r['p50']} ms | {r['p99']} ms | {r['p999']} ms |")
+        print("\nserving fetch data from a log file in the page cache, one connection "
+              "(sender CPU per GiB: what the broker spends):\n")
+        print("| response size | method | MB/s | sender CPU s/GiB |")
+        print("|---:|---|---:|---:|")
+        for size, name, mbs, cpu in serving:
+            print(f"| {size >> 10} KiB | {name} | {mbs:.0f} | {cpu:.2f} |")
     finally:
         cluster.stop()
         if not args.dir:

@@ -253,6 +253,19 @@ def test_e2e_run(cluster, capsys):
     assert re.fullmatch(r"Percentiles: 50th = \d+, 99th = \d+, 99\.9th = \d+", lines[3])
 
 
+def test_e2e_consumer_busy_polls_unless_the_properties_file_says_otherwise(cluster, tmp_path):
+    def fetch_waits():
+        return {body["max_wait_ms"] for _, key, _, body in cluster.requests if key == ApiKey.FETCH}
+
+    assert e2e_latency.main([cluster.bootstrap, "t", "2", "1", "20"]) == 0
+    assert fetch_waits() == {0}                                  # Kafka's tool: always 0
+    cluster.requests.clear()
+    props = tmp_path / "consumer.properties"
+    props.write_text("fetch.max.wait.ms=250\n")
+    assert e2e_latency.main([cluster.bootstrap, "t", "2", "1", "20", str(props)]) == 0
+    assert fetch_waits() == {250}
+
+
 # -- replica verification -------------------------------------------------------------------
 
 TP = TopicPartition("foo", 0)
