@@ -60,7 +60,7 @@ def _nbytes(buf, pos: int, length: int) -> tuple[bytes | None, int]:
         return None, pos
     if pos + length > len(buf):
         raise CorruptRecordError(f"record field of {length} bytes overruns its batch")
-    return bytes(buf[pos:pos + length]), pos + length
+    return buf[pos:pos + length], pos + length
 
 
 def _decode_v2(view, entry: Entry) -> Iterator[DecodedRecord]:
@@ -68,6 +68,7 @@ def _decode_v2(view, entry: Entry) -> Iterator[DecodedRecord]:
         return
     (base, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = V2_HEADER.unpack_from(view, entry.position)
     ts_type = LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+    # bytes (decompress copies even uncompressed data): slices of it are the keys and values.
     body = decompress(entry.codec, view[entry.position + V2_HEADER_SIZE:entry.end])
     pos = 0
     for _ in range(count):

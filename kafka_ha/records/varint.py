@@ -35,6 +35,22 @@ def encode_varint(value: int) -> bytes:
 
 def decode_varint(buf, pos: int) -> tuple[int, int]:
     """``(value, next_position)`` of the zigzag varint at ``buf[pos]``."""
+    # One- and two-byte varints (lengths and deltas of ordinary records) take
+    # the short path: a consumer decodes six varints per record.
+    try:
+        byte = buf[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        second = buf[pos + 1]
+        if second < 0x80:
+            n = (byte & 0x7F) | (second << 7)
+            return (n >> 1) ^ -(n & 1), pos + 2
+    except IndexError:
+        pass
+    return _decode_slow(buf, pos)
+
+
+def _decode_slow(buf, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
         if pos >= len(buf) or shift > 63:

@@ -105,8 +105,15 @@ def percentiles(latencies: list[int], *points: float) -> list[int]:
     return [ordered[min(int(p * len(ordered)), len(ordered) - 1)] for p in points]
 
 
+MIN_SLEEP_S = 0.002   # Kafka's ThroughputThrottler.MIN_SLEEP_NS
+
+
 class Throttler:
-    """Kafka's ThroughputThrottler: sleep so that ``sent`` records took sent/rate seconds."""
+    """Kafka's ThroughputThrottler: sleep so that ``sent`` records took sent/rate seconds.
+
+    Like Kafka's, it sleeps only once it is at least 2 ms ahead: a sleep per
+    record would cost the sending process more than the sends at low rates.
+    """
 
     def __init__(self, per_second: float, start: float) -> None:
         self.per_second, self.start = per_second, start
@@ -115,7 +122,7 @@ class Throttler:
         if self.per_second <= 0:
             return
         ahead = self.start + sent / self.per_second - now
-        if ahead > 0:
+        if ahead >= MIN_SLEEP_S:
             gevent.sleep(ahead)
 
 

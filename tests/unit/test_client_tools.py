@@ -362,3 +362,16 @@ def test_replica_verification_no_matching_topic(cluster, capsys):
     rc = rv.main(["--broker-list", cluster.bootstrap, "--topic-white-list", "nope"])
     assert rc == 1
     assert capsys.readouterr().err.startswith("No topics found. nope, if specified")
+
+
+def test_throttler_sleeps_only_when_two_ms_ahead(monkeypatch):
+    slept = []
+    monkeypatch.setattr(producer_perf.gevent, "sleep", slept.append)
+    throttler = producer_perf.Throttler(1000, start=100.0)        # one record per ms
+    throttler.throttle(1, now=100.0)          # 1 ms ahead: keep sending
+    throttler.throttle(2, now=100.0005)       # 1.5 ms ahead
+    assert slept == []
+    throttler.throttle(3, now=100.0)          # 3 ms ahead: sleep it off at once
+    assert slept == [pytest.approx(0.003)]
+    producer_perf.Throttler(-1, start=0.0).throttle(10**6, now=0.0)   # unthrottled
+    assert len(slept) == 1

@@ -332,3 +332,21 @@ def test_missing_codec_library_is_unsupported(monkeypatch):
     monkeypatch.setitem(compression._BACKENDS, 2, None)
     with pytest.raises(UnsupportedCompressionError, match="snappy"):
         compression.decompress(2, b"\x00")
+
+
+def test_varints_round_trip_across_the_table_and_fast_path_edges():
+    from kafka_ha.records.errors import CorruptRecordError
+    from kafka_ha.records.varint import _encode_slow, decode_varint, encode_varint
+
+    values = [*range(-8300, 8300), 2**31 - 1, -2**31, 2**63 - 1, -2**63, 300000, -300000]
+    for value in values:
+        data = encode_varint(value)
+        assert data == _encode_slow(value)                    # the table agrees with the loop
+        assert decode_varint(b"\x07" + data + b"\x00", 1) == (value, 1 + len(data))
+    for truncated in (b"\x80", b"\xff\xff", b"\xff\xff\xff"):
+        with pytest.raises(CorruptRecordError, match="truncated or overlong varint"):
+            decode_varint(truncated, 0)
+    with pytest.raises(CorruptRecordError):
+        decode_varint(b"", 0)
+    with pytest.raises(CorruptRecordError):
+        decode_varint(b"\xff" * 11, 0)                       # longer than 64 bits
