@@ -25,9 +25,10 @@ from typing import Any, Iterable, Protocol
 
 # Below this many bytes a fetch's records are read and copied into the
 # response buffer: one syscall and a small copy beat dup + sendfile + close,
-# and the response leaves in one write.  (On this project's loopback
-# measurements sendfile pays from ~16 KiB: docs/benchmarks.md.)
-SENDFILE_MIN_BYTES = 16 * 1024
+# and the response leaves in one write.  Measured (kafka-data-bench.sh, sender
+# CPU per GiB): at 16 KiB sendfile costs as much or more than pread + send,
+# from 64 KiB it costs less (docs/benchmarks.md).
+SENDFILE_MIN_BYTES = 32 * 1024
 
 
 class FileRange(Protocol):

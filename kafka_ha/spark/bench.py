@@ -14,8 +14,11 @@ brokers on 127.0.0.1 (as ``kafka-data-bench.sh`` does).  Then, on RF=3 topics:
 4. **Spark batch write**: ``spark.range(N)`` rendered to values of the same size,
    written with ``df.write.format("kafka_ha")`` (acks=all).
 
-Spark's start-up and the first data-source query (which spawns its Python
-workers) are excluded: a small warm-up read runs first.  Prints a Markdown table.
+Spark's start-up, the first data-source query (which spawns its Python
+workers) and the JVM's warm-up are excluded: one untimed full read runs first.
+Each measurement is repeated (``--repeat``, interleaved so that a noisy
+moment on a shared machine hits both sides); the table shows medians and
+ranges.  Prints a Markdown table.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 from kafka_ha.client import Consumer, Producer
 
@@ -128,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--bootstrap", help="an existing cluster's bootstrap servers")
     parser.add_argument("--zookeeper", help="its zookeeper.connect (to create the topics)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     args = parser.parse_args(argv)
     if bool(args.bootstrap) != bool(args.zookeeper):
         parser.error("--bootstrap and --zookeeper go together")
@@ -154,32 +159,37 @@ def main(argv: list[str] | None = None) -> int:
         wait_for_leaders(bootstrap, [src, out_spark, out_client])
         n = args.records
         print(f"producer: {n} x {args.size} B, acks=all ...", file=sys.stderr)
-        producer_rate = produce(bootstrap, src, n, args.size)
-        print("consumer ...", file=sys.stderr)
-        consumed, consumer_rate = consume(bootstrap, src, args.partitions)
+        producer_rates = [produce(bootstrap, src, n, args.size)]
         print(f"spark session ({args.master}) and warm-up ...", file=sys.stderr)
         spark = spark_session(args.master)
-        warm = spark.read.format("kafka_ha").option("bootstrap.servers", bootstrap) \
-            .option("endingOffsets", '{"%s":{"0":10}}' % src) \
-            .option("assign", '{"%s":[0]}' % src).load().count()
-        assert warm == 10, warm
-        print("spark batch read ...", file=sys.stderr)
-        read, read_rate = spark_read(spark, bootstrap, src)
-        print("spark batch write ...", file=sys.stderr)
-        write_rate = spark_write(spark, bootstrap, out_spark, n, args.size, args.partitions)
+        assert spark_read(spark, bootstrap, src)[0] == n
+        consumer_rates, read_rates, write_rates = [], [], []
+        for i in range(args.repeat):
+            print(f"round {i + 1}/{args.repeat}: consumer, spark read, spark write, producer ...",
+                  file=sys.stderr)
+            consumed, rate = consume(bootstrap, src, args.partitions)
+            consumer_rates.append(rate)
+            read, rate = spark_read(spark, bootstrap, src)
+            read_rates.append(rate)
+            assert consumed == read == n, (consumed, read, n)
+            write_rates.append(spark_write(spark, bootstrap, out_spark, n, args.size,
+                                           args.partitions))
+            if i:   # the first producer run made the source data
+                producer_rates.append(produce(bootstrap, out_client, n, args.size))
         written = end_total(bootstrap, out_spark, args.partitions)
-        assert consumed == read == n, (consumed, read, n)
-        assert written == n, (written, n)
+        assert written == n * args.repeat, (written, n)
         print(f"\n{n} records of {args.size} B, {args.partitions} partitions, RF 3, "
-              f"Spark {spark.version} {args.master}, {os.cpu_count()} CPUs\n")
-        print("| path | records/s | vs our client |")
-        print("|---|---:|---:|")
-        print(f"| our Consumer, one process | {consumer_rate:,.0f} | 1.00 |")
-        print(f"| Spark batch read (`kafka_ha`) | {read_rate:,.0f} | "
-              f"{read_rate / consumer_rate:.2f} |")
-        print(f"| our Producer, one process, acks=all | {producer_rate:,.0f} | 1.00 |")
-        print(f"| Spark batch write (`kafka_ha`), acks=all | {write_rate:,.0f} | "
-              f"{write_rate / producer_rate:.2f} |")
+              f"Spark {spark.version} {args.master}, {os.cpu_count()} CPUs, "
+              f"medians of {args.repeat} runs\n")
+        print("| path | records/s (median) | range | vs our client |")
+        print("|---|---:|---:|---:|")
+        for name, rates, base in (
+                ("our Consumer, one process", consumer_rates, consumer_rates),
+                ("Spark batch read (`kafka_ha`)", read_rates, consumer_rates),
+                ("our Producer, one process, acks=all", producer_rates, producer_rates),
+                ("Spark batch write (`kafka_ha`), acks=all", write_rates, producer_rates)):
+            print(f"| {name} | {median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
+                  f"{median(rates) / median(base):.2f} |")
     finally:
         if spark is not None:
             spark.stop()
