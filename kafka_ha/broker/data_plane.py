@@ -132,7 +132,9 @@ class DataPlane:
             remaining = deadline - time.monotonic()
             if total >= request["min_bytes"] or errors or remaining <= 0:
                 break
-            events = [p.changed_event for tp, _, _ in wanted if (p := self.partitions.get(tp))]
+            up_to_leo = replica_id >= 0 or replica_id == DEBUG_CONSUMER
+            events = [p.changed_event(up_to_leo) for tp, _, _ in wanted
+                      if (p := self.partitions.get(tp))]
             if not events:
                 break
             gevent.wait(events, timeout=remaining, count=1)

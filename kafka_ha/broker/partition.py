@@ -60,7 +60,12 @@ class Partition:
         # committed data they really have.
         self.joining: set[int] = set()
         self._isr_lock = Semaphore()
-        self._changed = Event()  # set and replaced whenever LEO, HW or role changes
+        # Set and replaced when the LEO moves (what followers wait for) and when
+        # the HW moves (consumers and acks=-1 producers); both on role changes
+        # and truncation.  Two events, so that a follower's long poll does not
+        # wake for every HW step and a consumer's for every append it cannot see.
+        self._appended = Event()
+        self._hw_moved = Event()
 
     # ---- role changes (LeaderAndIsr) -------------------------------------
 
@@ -114,8 +119,7 @@ class Partition:
         if needs_conversion(records):
             records = to_v2(records)
         info = self.log.append_as_leader(records, self.leader_epoch)
-        self._maybe_advance_hw()
-        self._notify()
+        self._notify(appended=True, hw_moved=self._maybe_advance_hw())
         return AppendResult(info.first_offset, info.last_offset, self.truncations)
 
     def wait_for_acks(self, appended: AppendResult, timeout_s: float) -> int:
@@ -137,7 +141,7 @@ class Partition:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
-            self._changed.wait(remaining)
+            self._hw_moved.wait(remaining)
 
     # ---- leader: follower fetches ------------------------------------------
 
@@ -154,7 +158,7 @@ class Partition:
                                           f"follower {replica_id} caught up to offset {fetch_offset}",
                                           on_done=lambda: self.joining.discard(replica_id))
         if self._maybe_advance_hw():
-            self._notify()
+            self._notify(appended=False)
 
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
         if not self.is_leader:
@@ -194,7 +198,7 @@ class Partition:
         new = min(leader_hw, self.log.log_end_offset)
         if new > self.high_watermark:
             self.high_watermark = new
-            self._notify()
+            self._notify(appended=False)
 
     def restore_high_watermark(self, hw: int) -> None:
         """From the checkpoint at start-up, capped by the recovered log."""
@@ -202,13 +206,17 @@ class Partition:
 
     # ---- waiting ---------------------------------------------------------
 
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, Event()
-        changed.set()
+    def _notify(self, appended: bool = True, hw_moved: bool = True) -> None:
+        if appended:
+            event, self._appended = self._appended, Event()
+            event.set()
+        if hw_moved:
+            event, self._hw_moved = self._hw_moved, Event()
+            event.set()
 
-    @property
-    def changed_event(self) -> Event:
-        return self._changed
+    def changed_event(self, up_to_leo: bool) -> Event:
+        """What a fetch waits on: new data below the LEO (followers) or below the HW."""
+        return self._appended if up_to_leo else self._hw_moved
 
     def truncate_to(self, offset: int) -> None:
         self.truncations += 1
