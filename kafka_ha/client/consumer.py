@@ -157,6 +157,11 @@ class Consumer:
         while True:
             records = self._collect_finished()
             if records:
+                # As Kafka's consumer does: send the next round of fetches before
+                # handing these records over, so the brokers answer while the
+                # application works (a long poll is then already waiting at the
+                # leader when the next record is committed).
+                self._start_fetches()
                 return records
             self._update_positions()
             self._start_fetches()
