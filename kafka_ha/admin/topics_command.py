@@ -8,6 +8,7 @@ for byte, because scripts parse them.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Iterable
@@ -198,6 +199,11 @@ def main(argv: list[str] | None = None, out=None) -> int:
     except (TopicCommandError, AdminOperationError, ConfigError, ValueError, NoNodeError) as e:
         print(f"Error while executing topic command : {e}", file=out)
         return 1
+    except BrokenPipeError:
+        # `--describe | head` closed our output: stop quietly.  Stdout now points at
+        # /dev/null, or the interpreter's last flush would print the same error again.
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

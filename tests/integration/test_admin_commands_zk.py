@@ -384,3 +384,24 @@ def test_config_errors_write_nothing(env, args, message):
     assert env.get(azn.TopicConfigZNode.path("foo")) == b'{"version":1,"config":{"flush.ms":"10"}}'
     assert config_changes(env) == []
     assert not env.zk.exists(azn.TopicConfigZNode.path("nope"))
+
+
+# ---- kafka-topics.sh ----------------------------------------------------------------
+
+
+def test_describe_into_a_closed_pipe_stops_quietly(env):
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness.kafka import ROOT
+
+    # ~150 KB of output: more than a pipe holds, so writes go on after `head` has exited.
+    env.topic("wide", {p: (1,) for p in range(3000)})
+    done = subprocess.run(
+        f'"{ROOT}/bin/kafka-topics.sh" --zookeeper "{env.connect}" --describe --topic wide '
+        f"| head -2; exit ${{PIPESTATUS[0]}}", shell=True, executable="/bin/bash",
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, KAFKA_HA_PYTHON=sys.executable))
+    assert done.stdout.splitlines()[0].startswith("Topic:wide\tPartitionCount:3000")
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "Broken" not in done.stderr, \
+        done.stderr
