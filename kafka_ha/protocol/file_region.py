@@ -102,9 +102,14 @@ class FileRegions:
 
 def fetch_payload(slices: list[FileRange]) -> bytes | FileRegions:
     """The records field for ``slices``: sendfile regions, or bytes when small."""
-    if sum(s.length for s in slices) < SENDFILE_MIN_BYTES:
-        return _read_ranges([(s.fileno, s.position, s.length) for s in slices])
-    return FileRegions.pin(slices)
+    ranges = [(s.fileno, s.position, s.length) for s in slices]
+    if sum(n for _, _, n in ranges) < SENDFILE_MIN_BYTES:
+        return _read_ranges(ranges)
+    try:
+        return FileRegions.pin(slices)
+    except OSError:
+        # Out of descriptors (EMFILE): a copy still answers the fetch.
+        return _read_ranges(ranges)
 
 
 def _read_ranges(ranges: list[tuple[int, int, int]]) -> bytes:

@@ -182,3 +182,16 @@ def test_short_region_read_raises(data_file):
     with pytest.raises(ShortFileRegion, match="10 bytes early"):
         regions.read()
     regions.close()
+
+
+def test_without_descriptors_to_spare_a_large_read_is_copied(data_file, monkeypatch):
+    import errno
+
+    fd, data, _ = data_file
+
+    def no_fds(_fd):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "dup", no_fds)
+    payload = fetch_payload([Slice(fd, 10, SENDFILE_MIN_BYTES * 2)])
+    assert payload == data[10:10 + SENDFILE_MIN_BYTES * 2]
