@@ -21,6 +21,27 @@ from typing import Any, BinaryIO, Callable, Iterator, NoReturn
 
 import gevent
 
+from .errors import KafkaError
+
+
+def run_reporting_errors(body: Callable[[], int], *closing: Any,
+                         also: tuple[type[Exception], ...] = ()) -> int:
+    """Run a client tool's main work with Kafka's exits; return the exit code.
+
+    A :class:`KafkaError` (or one of ``also``) prints ``ERROR: <it>`` on stderr and
+    gives 1; Ctrl-C gives 130.  ``closing`` (the tool's clients) are closed either way.
+    """
+    try:
+        return body()
+    except (KafkaError, *also) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        for resource in closing:
+            resource.close()
+
 
 class UsageError(Exception):
     """Bad command-line input: printed with the usage, exit code 1."""

@@ -13,7 +13,8 @@ import sys
 from typing import BinaryIO
 
 from kafka_ha.client.cli import (ToolArgumentParser, UsageError, iter_lines, log_line,
-                                 parse_properties, producer_kwargs, warn_unknown)
+                                 parse_properties, producer_kwargs, run_reporting_errors,
+                                 warn_unknown)
 from kafka_ha.client.errors import KafkaError
 from kafka_ha.client.future import RecordFuture
 from kafka_ha.client.producer import Producer
@@ -134,20 +135,18 @@ def main(argv: list[str] | None = None, stdin: BinaryIO | None = None) -> int:
     except (UsageError, ValueError) as exc:
         parser.die(str(exc))
     errors = ErrorCounter(args.topic)
-    try:
+
+    def send_lines() -> int:
         producer.partitions_for(args.topic)  # fail fast: unreachable cluster, unknown topic
-        produce_lines(producer, args.topic, reader, stdin or sys.stdin.buffer, args.sync, errors)
-    except UsageError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except KafkaError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        producer.close()
-    return 1 if errors.failures else 0
+        try:
+            produce_lines(producer, args.topic, reader, stdin or sys.stdin.buffer, args.sync,
+                          errors)
+        except UsageError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        return 1 if errors.failures else 0
+
+    return run_reporting_errors(send_lines, producer)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,8 @@ import sys
 import time
 
 from kafka_ha.client.cli import (ToolArgumentParser, UsageError, consumer_kwargs, java_date,
-                                 read_properties_file, warn_unknown)
+                                 read_properties_file, run_reporting_errors, warn_unknown)
 from kafka_ha.client.consumer import Consumer
-from kafka_ha.client.errors import KafkaError
 
 MB = 1024.0 * 1024.0
 EXTRA_HEADER = ", rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -150,7 +149,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         consumer = make_consumer(args, servers)
     except (UsageError, ValueError, OSError) as exc:
         parser.die(str(exc))
-    try:
+
+    def consume() -> int:
         consumer.assign([(args.topic, p) for p in consumer.partitions_for(args.topic)])
         if not args.group:
             (consumer.seek_to_end if args.from_latest else consumer.seek_to_beginning)()
@@ -162,14 +162,9 @@ def main(argv: list[str] | None = None, out=None) -> int:
         end_ms = int(time.time() * 1000)
         if not args.show_detailed_stats:
             print(summary_row(start_ms, end_ms, run.bytes, run.messages), file=out, flush=True)
-    except KafkaError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        consumer.close()
-    return 0
+        return 0
+
+    return run_reporting_errors(consume, consumer)
 
 
 if __name__ == "__main__":

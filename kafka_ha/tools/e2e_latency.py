@@ -17,9 +17,9 @@ import random
 import sys
 import time
 
-from kafka_ha.client.cli import consumer_kwargs, read_properties_file, warn_unknown
+from kafka_ha.client.cli import (consumer_kwargs, read_properties_file, run_reporting_errors,
+                                 warn_unknown)
 from kafka_ha.client.consumer import Consumer
-from kafka_ha.client.errors import KafkaError
 from kafka_ha.client.producer import Producer
 
 USAGE = ("USAGE: java kafka.tools.EndToEndLatency$ broker_list topic num_messages "
@@ -114,22 +114,17 @@ def main(argv: list[str] | None = None, out=None) -> int:
     except ValueError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 1
-    try:
+
+    def measure_all() -> int:
         consumer.assign([(topic, p) for p in consumer.partitions_for(topic)])
         consumer.seek_to_end()
         consumer.poll(0)  # resolve the end offsets before the first send
         latencies = measure(producer, consumer, topic, count, message_len, out)
         for line in summary(latencies):
             print(line, file=out)
-    except (KafkaError, LatencyTestError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        consumer.close()
-        producer.close()
-    return 0
+        return 0
+
+    return run_reporting_errors(measure_all, consumer, producer, also=(LatencyTestError,))
 
 
 if __name__ == "__main__":

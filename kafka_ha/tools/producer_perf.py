@@ -16,8 +16,8 @@ import time
 import gevent
 
 from kafka_ha.client.cli import (ToolArgumentParser, UsageError, parse_properties,
-                                 producer_kwargs, read_properties_file, warn_unknown)
-from kafka_ha.client.errors import KafkaError
+                                 producer_kwargs, read_properties_file, run_reporting_errors,
+                                 warn_unknown)
 from kafka_ha.client.future import RecordFuture
 from kafka_ha.client.producer import Producer
 
@@ -199,21 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         producer = Producer(**producer_config(args))
     except (UsageError, ValueError, OSError) as exc:
         parser.die(str(exc))
-    try:
+
+    def send_all() -> int:
         producer.partitions_for(args.topic)  # unreachable cluster / unknown topic: fail now
         stats = Stats(args.num_records)
         failures = run(producer, args.topic, args.num_records, payloads, args.throughput, stats)
         stats.print_total()
-    except KafkaError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        producer.close()
-    if failures:
-        print(f"ERROR: {failures} of {args.num_records} records failed", file=sys.stderr)
-    return 1 if failures else 0
+        if failures:
+            print(f"ERROR: {failures} of {args.num_records} records failed", file=sys.stderr)
+        return 1 if failures else 0
+
+    return run_reporting_errors(send_all, producer)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from typing import Callable, Iterator, NamedTuple
 
 import gevent
 
-from kafka_ha.client.cli import ToolArgumentParser, java_date, now_ms
+from kafka_ha.client.cli import ToolArgumentParser, java_date, now_ms, run_reporting_errors
 from kafka_ha.client.cluster import ClusterMetadata, MetadataSnapshot
 from kafka_ha.client.errors import KafkaError
 from kafka_ha.client.offsets import LATEST, OffsetClient, by_topic
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
     def emit(line: str) -> None:
         print(line, file=out, flush=True)
 
-    try:
+    def verify() -> int:
         expected = select_partitions(cluster.refresh(), regex)
         if not expected:
             print(f"No topics found. {args.topic_white_list}, if specified, is either filtering "
@@ -336,17 +336,12 @@ def main(argv: list[str] | None = None, out=None) -> int:
         fetcher = RoundFetcher(cluster, expected, args.fetch_size, args.max_wait_ms,
                                min_bytes=0 if args.once else 1)
         emit(f"{java_date(now_ms())}: verification process is started.")
-        return run_rounds(verifier, fetcher, targets, max(10 * args.max_wait_ms, 5000) / 1000)
-    except OffsetMismatch:
-        return 1
-    except KafkaError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        cluster.close()
+        try:
+            return run_rounds(verifier, fetcher, targets, max(10 * args.max_wait_ms, 5000) / 1000)
+        except OffsetMismatch:
+            return 1   # already reported by the verifier
 
+    return run_reporting_errors(verify, cluster)
 
 if __name__ == "__main__":
     sys.exit(main())
