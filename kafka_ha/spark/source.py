@@ -60,6 +60,18 @@ def _check_schema(schema: StructType, options: Mapping[str, str]) -> None:
                          f"do not pass one (got {schema.simpleString()})")
 
 
+def _not_below_log_start(tp, start: int, log_start: int, fail_on_data_loss: bool) -> int:
+    """``start``, or the log start if retention removed it (data loss unless allowed)."""
+    if start >= log_start:
+        return start
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"startingOffsets {start} of {_tp(tp)} is below the log start offset {log_start}: "
+            f"offsets {start}..{log_start - 1} are no longer in the log. Set "
+            f"failOnDataLoss=false to start at the log start instead.")
+    return log_start
+
+
 def _tp(tp: TP) -> str:
     return f"[{tp[0]},{tp[1]}]"
 
@@ -141,13 +153,7 @@ class KafkaHaBatchReader(_ReaderBase, DataSourceReader):
         for tp in tps:
             start = self._offset(self.starting, tp, earliest, latest, EARLIEST)
             end = self._offset(self.ending, tp, earliest, latest, LATEST)
-            if start < earliest[tp]:
-                if self.fail_on_data_loss:
-                    raise DataLossError(
-                        f"startingOffsets {start} of {_tp(tp)} is below the log start offset "
-                        f"{earliest[tp]}: offsets {start}..{earliest[tp] - 1} are no longer in "
-                        f"the log. Set failOnDataLoss=false to start at the log start instead.")
-                start = earliest[tp]
+            start = _not_below_log_start(tp, start, earliest[tp], self.fail_on_data_loss)
             if end > latest[tp]:
                 raise SourceError(f"endingOffsets {end} of {_tp(tp)} is beyond its committed "
                                   f"data (high watermark {latest[tp]})")
@@ -212,12 +218,7 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
             else:
                 value = EARLIEST if self.starting == "earliest" else LATEST
             offset = earliest[tp] if value == EARLIEST else latest[tp] if value == LATEST else value
-            if offset < earliest[tp]:
-                if self.fail_on_data_loss:
-                    raise DataLossError(
-                        f"startingOffsets {offset} of {_tp(tp)} is below the log start offset "
-                        f"{earliest[tp]}. Set failOnDataLoss=false to start at the log start.")
-                offset = earliest[tp]
+            offset = _not_below_log_start(tp, offset, earliest[tp], self.fail_on_data_loss)
             if offset > latest[tp]:
                 raise SourceError(f"startingOffsets {offset} of {_tp(tp)} is beyond its "
                                   f"committed data (high watermark {latest[tp]})")
