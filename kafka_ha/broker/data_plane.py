@@ -8,21 +8,18 @@ that want more bytes than are there wait on the partitions' change events
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any, Callable
 
 import gevent
 
 from kafka_ha.broker.partition import Partition
-from kafka_ha.log import FetchData
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
 from kafka_ha.protocol.file_region import fetch_payload
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
-from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +28,6 @@ VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
-
-
-def _first_entry_incomplete(data: FetchData) -> bool:
-    """True if ``data`` starts with an entry cut short by the fetch size."""
-    if not data.slices:
-        return False
-    if data.size < LOG_OVERHEAD:
-        return True
-    first = data.slices[0]
-    prefix = os.pread(first.fileno, LOG_OVERHEAD, first.position)
-    return LOG_OVERHEAD + LEGACY_PREFIX.unpack_from(prefix, 0)[1] > data.size
 
 
 class DataPlane:
@@ -218,14 +204,13 @@ class DataPlane:
         if offset == (p.log.log_end_offset if max_offset is None else max_offset):
             return entry  # caught up: the common case of an idle follower's fetch
         try:
-            data = p.log.read(offset, min(max_bytes, max(budget, 0)), max_offset, min_one_message=min_one)
+            # v3+ readers treat a lone partial entry as an error ("no complete
+            # records"): for them an oversized first entry (of a partition after the
+            # first) is not cut but left for a later fetch with budget left, as in Kafka.
+            data = p.log.read(offset, min(max_bytes, max(budget, 0)), max_offset,
+                              min_one_message=min_one, cut_oversized=hard_limit)
         except OffsetOutOfRangeError:
             entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            return entry
-        if not min_one and not hard_limit and _first_entry_incomplete(data):
-            # v3+ readers treat a lone partial entry as an error ("no complete
-            # records"): like Kafka, send nothing and let a later fetch, with
-            # budget left, return the entry whole.
             return entry
         # Large reads leave the page cache only for the socket (sendfile);
         # small ones, and data to convert, are copied once.

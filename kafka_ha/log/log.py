@@ -172,11 +172,12 @@ class Log:
     # --- reads -------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchData:
+             min_one_message: bool = True, cut_oversized: bool = True) -> FetchData:
         """Whole entries from the one holding ``start_offset``, at most ``max_bytes``.
 
         Only entries whose last offset is below ``max_offset`` are returned (the
-        HW for consumers).  ``start_offset`` must be within ``[log_start_offset,
+        HW for consumers).  A first entry over ``max_bytes``: see
+        :meth:`LogSegment.read`.  ``start_offset`` must be within ``[log_start_offset,
         log_end_offset]``; at the LEO the result is empty.
         """
         leo = self.log_end_offset
@@ -192,8 +193,9 @@ class Log:
             max_position = None
             if max_offset is not None and not (i + 1 < len(self._bases) and self._bases[i + 1] <= max_offset):
                 max_position = segment.position_of(max_offset)
-            piece = segment.read(start_offset, remaining, max_position, min_one_message and not slices)
-            if piece is not None:
+            piece = segment.read(start_offset, remaining, max_position, min_one_message and not slices,
+                                 cut_oversized or bool(slices))
+            if piece is not None and piece.length:
                 slices.append(piece)
                 remaining -= piece.length
             if max_position is not None or remaining <= 0 or \

@@ -202,14 +202,16 @@ class LogSegment:
     # --- read ------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
-             min_one_message: bool = True) -> FileSlice | None:
+             min_one_message: bool = True, cut_oversized: bool = True) -> FileSlice | None:
         """Whole entries from the one holding ``start_offset``, at most ``max_bytes``.
 
         Entries at or beyond ``max_position`` are not returned.  If the first
         entry alone exceeds ``max_bytes`` it is returned whole when
-        ``min_one_message`` (Fetch v3+, KIP-74), else cut at ``max_bytes`` as
-        Kafka does for Fetch v0-2 so that the client reports it as too large.
-        None when no entry qualifies.
+        ``min_one_message`` (Fetch v3+, KIP-74); otherwise it is cut at
+        ``max_bytes`` when ``cut_oversized``, as Kafka does for Fetch v0-2 so
+        that the client reports it as too large, or nothing of it is sent (an
+        empty slice: Fetch v3+ partitions after the first).  None when no entry
+        qualifies.
         """
         limit = self._size if max_position is None else min(max_position, self._size)
         first = next((e for e in self.headers(self._lookup(start_offset), limit)
@@ -219,12 +221,12 @@ class LogSegment:
         start = first.position
         end = self._whole_entries_end(start, min(limit, start + max_bytes))
         if end == start:
-            if not min_one_message:
+            if min_one_message:
+                end = first.end
+            elif cut_oversized:
                 end = start + min(max_bytes, first.size)
                 if end == start:
                     return None
-            else:
-                end = first.end
         offset = first.first_offset if first.first_offset is not None else first.last_offset
         return FileSlice(self.fd, self.log_path, start, end - start, offset)
 

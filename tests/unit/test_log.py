@@ -67,6 +67,11 @@ def test_read_limits(lg):
         lg.read(81, 1000)
     assert offsets(lg.read(0, 1)) == [0, 1, 2, 3]                         # min one message
     assert lg.read(0, 1, min_one_message=False).size == 1
+    # not cut (Fetch v3+, partitions after the first): nothing, not the next segment's entries
+    assert lg.read(0, 1, min_one_message=False, cut_oversized=False).slices == []
+    assert lg.read(44, 1, min_one_message=False, cut_oversized=False).slices == []
+    assert offsets(lg.read(44, 2 * BATCH, min_one_message=False, cut_oversized=False)) == \
+        list(range(44, 52))
     assert offsets(lg.read(0, 10**6, max_offset=10)) == list(range(8))    # batch 8..11 straddles the HW
     assert offsets(lg.read(20, 10**6, max_offset=50)) == list(range(20, 48))
     assert lg.read(50, 10**6, max_offset=50).slices == []
