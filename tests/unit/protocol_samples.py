@@ -1,0 +1,187 @@
+"""Byte builders and one realistic sample body per protocol schema, shared by the protocol tests."""
+from __future__ import annotations
+
+import struct
+
+from kafka_ha.protocol.api import ApiKey, api_versions_entries
+from kafka_ha.protocol.errors import ErrorCode
+
+K = ApiKey
+
+
+# -- byte builders for hand-made expectations -----------------------------------
+
+def i16(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}h", *values)
+
+
+def i32(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}i", *values)
+
+
+def i64(*values: int) -> bytes:
+    return struct.pack(f">{len(values)}q", *values)
+
+
+def s(text: str) -> bytes:
+    data = text.encode()
+    return i16(len(data)) + data
+
+
+# -- realistic sample bodies, one per schema --------------------------------------
+
+RECORDS = bytes(range(70))  # opaque here; a stand-in for a message set
+PARTITION_STATE = {
+    "topic": "orders", "partition": 3, "controller_epoch": 5, "leader": 2,
+    "leader_epoch": 7, "isr": [2, 1], "zk_version": 11, "replicas": [2, 1, 3]}
+PARTITION_ERRORS = {"error_code": 0, "partition_errors": [
+    {"topic": "orders", "partition": 3, "error_code": 0},
+    {"topic": "orders", "partition": 4, "error_code": ErrorCode.STALE_CONTROLLER_EPOCH}]}
+
+
+def produce_response(version: int) -> dict:
+    partition = {"index": 0, "error_code": 0, "base_offset": 1234567890123}
+    if version >= 2:
+        partition["log_append_time_ms"] = -1
+    body = {"responses": [{"name": "orders", "partition_responses": [partition]}]}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+def _metadata_response(version: int) -> dict:
+    partitions = [
+        {"error_code": 0, "partition_index": 0, "leader_id": 1,
+         "replica_nodes": [1, 2, 3], "isr_nodes": [1, 2]},
+        {"error_code": 5, "partition_index": 1, "leader_id": -1,
+         "replica_nodes": [2], "isr_nodes": []}]
+    broker = {"node_id": 1, "host": "broker1.example", "port": 9092}
+    topic = {"error_code": 0, "name": "orders", "partitions": partitions}
+    if version == 0:
+        return {"brokers": [broker], "topics": [topic]}
+    return {"brokers": [{**broker, "rack": None}, {**broker, "node_id": 2, "rack": "r1"}],
+            "controller_id": 1, "topics": [{**topic, "is_internal": False}]}
+
+
+def _fetch_request(version: int) -> dict:
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+            "topics": [{"topic": "orders", "partitions": [
+                {"partition": 0, "fetch_offset": 42, "partition_max_bytes": 1048576},
+                {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1048576}]}]}
+    if version >= 3:
+        body["max_bytes"] = 52428800
+    if version >= 4:
+        body["isolation_level"] = 1
+    return body
+
+
+def _fetch_response(version: int) -> dict:
+    body = {"responses": [{"topic": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 100, "records": RECORDS},
+        {"partition_index": 1, "error_code": 1, "high_watermark": -1, "records": None}]}]}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    if version >= 4:
+        first, second = body["responses"][0]["partitions"]
+        first.update(last_stable_offset=100, aborted_transactions=[
+            {"producer_id": 7, "first_offset": 90}])
+        second.update(last_stable_offset=-1, aborted_transactions=None)
+    return body
+
+
+def _offset_commit_request(version: int) -> dict:
+    partition = {"partition_index": 0, "committed_offset": 77, "committed_metadata": None}
+    if version == 1:
+        partition["commit_timestamp"] = -1
+    body = {"group_id": "g1", "topics": [{"name": "orders", "partitions": [
+        partition, {**partition, "partition_index": 1, "committed_metadata": "meta"}]}]}
+    if version >= 1:
+        body.update(generation_id=-1, member_id="")
+    if version >= 2:
+        body["retention_time_ms"] = -1
+    return body
+
+
+def api_versions_response(version: int) -> dict:
+    body = {"error_code": 0, "api_keys": api_versions_entries()}
+    if version >= 1:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+REQUESTS = {
+    (K.API_VERSIONS, 0): {}, (K.API_VERSIONS, 1): {}, (K.API_VERSIONS, 2): {},
+    (K.METADATA, 0): {"topics": ["orders", "payments"]},
+    (K.METADATA, 1): {"topics": None},
+    (K.LEADER_AND_ISR, 0): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
+    (K.STOP_REPLICA, 0): {
+        "controller_id": 1, "controller_epoch": 5, "delete_partitions": True,
+        "partitions": [{"topic": "orders", "partition": 3}]},
+    (K.UPDATE_METADATA, 0): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_brokers": [{"id": 1, "host": "broker1", "port": 9092}]},
+    (K.UPDATE_METADATA, 1): {
+        "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
+        "live_brokers": [{"id": 1, "endpoints": [
+            {"port": 9092, "host": "broker1", "security_protocol": 0}]}]},
+    (K.CONTROLLED_SHUTDOWN, 0): {"broker_id": 3},
+    (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
+    **{(K.OFFSETS_FOR_LEADER_EPOCH, v): {"topics": [
+        {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]} for v in range(2)},
+    **{(K.PRODUCE, v): {"acks": -1, "timeout_ms": 30000, "topic_data": [
+        {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
+                                              {"index": 1, "records": None}]}]}
+       for v in range(3)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(5)},
+    (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
+    (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "timestamp": -2}]}]},
+    (K.FIND_COORDINATOR, 0): {"key": "my-group"},
+    **{(K.OFFSET_COMMIT, v): _offset_commit_request(v) for v in range(3)},
+    **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
+        {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
+}
+
+RESPONSES = {
+    **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(3)},
+    **{(K.METADATA, v): _metadata_response(v) for v in range(2)},
+    (K.LEADER_AND_ISR, 0): PARTITION_ERRORS,
+    (K.STOP_REPLICA, 0): PARTITION_ERRORS,
+    (K.UPDATE_METADATA, 0): {"error_code": 0},
+    (K.UPDATE_METADATA, 1): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH},
+    **{(K.CONTROLLED_SHUTDOWN, v): {"error_code": 0, "remaining_partitions": [
+        {"topic": "orders", "partition": 3}]} for v in range(2)},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [
+        {"error_code": 0, "partition": 3, "end_offset": 120},
+        {"error_code": 6, "partition": 4, "end_offset": -1}]}]},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 1): {"topics": [{"topic": "orders", "partitions": [
+        {"error_code": 0, "partition": 3, "leader_epoch": 5, "end_offset": 120}]}]},
+    **{(K.PRODUCE, v): produce_response(v) for v in range(3)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(5)},
+    (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
+    (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": 1000}]}]},
+    (K.FIND_COORDINATOR, 0): {"error_code": 0, "node_id": 1, "host": "broker1", "port": 9092},
+    **{(K.OFFSET_COMMIT, v): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0},
+        {"partition_index": 1, "error_code": 12}]}]} for v in range(3)},
+    **{(K.OFFSET_FETCH, v): {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "committed_offset": 77, "metadata": "", "error_code": 0},
+        {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
+       for v in range(2)},
+}
+
+
+def plain(value):
+    """Decoded values hold memoryviews for records; compare them as bytes."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value

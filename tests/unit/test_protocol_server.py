@@ -1,0 +1,195 @@
+"""The protocol server and the client connection, live over loopback."""
+from __future__ import annotations
+
+import logging
+import struct
+
+import gevent
+import pytest
+from gevent import socket
+from gevent.server import StreamServer
+
+from kafka_ha.protocol.api import ApiKey, api_versions_entries
+from kafka_ha.protocol.connection import (
+    BrokerConnection, BrokerConnectionError, ConnectionClosed, ConnectionLost,
+    CorrelationIdMismatch, RequestTimedOut)
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.framing import (
+    RequestHeader, decode_request, decode_request_body, decode_response,
+    encode_request, encode_response)
+from kafka_ha.protocol.primitives import ProtocolError, Reader
+from kafka_ha.protocol.server import ProtocolServer
+from tests.unit.protocol_samples import (REQUESTS, api_versions_response, i16, i32,
+                                         produce_response, s)
+
+
+K = ApiKey
+
+
+# -- live server and client --------------------------------------------------------
+
+def echo_handler(header: RequestHeader, reader: Reader):
+    """FindCoordinator 'sleep:<s>' sleeps then echoes; Metadata fails; acks=0 is silent."""
+    body = decode_request_body(header, reader)
+    if header.api_key == K.API_VERSIONS:
+        return api_versions_response(header.api_version), header.api_version
+    if header.api_key == K.FIND_COORDINATOR:
+        gevent.sleep(float(body["key"].split(":")[1]))
+        return {"error_code": 0, "node_id": header.correlation_id,
+                "host": body["key"], "port": 9092}, 0
+    if header.api_key == K.PRODUCE and body["acks"] == 0:
+        return None
+    if header.api_key == K.PRODUCE:
+        return produce_response(header.api_version), header.api_version
+    raise RuntimeError(f"test handler refuses {header.api_key!r}")
+
+
+@pytest.fixture
+def server():
+    srv = ProtocolServer("127.0.0.1", 0, echo_handler,
+                         logger=logging.getLogger("test.protocol.server"))
+    srv.start()
+    with gevent.Timeout(5):  # no live test may hang
+        yield srv
+    srv.stop(timeout=0.2)
+
+
+def raw_connect(srv: ProtocolServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", srv.server_port), timeout=2)
+    return sock
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError(f"EOF after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
+
+
+def assert_closed_by_peer(sock: socket.socket) -> None:
+    try:
+        assert sock.recv(1) == b""
+    except ConnectionResetError:
+        pass
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    sock = raw_connect(server)
+    sleeps = [0.15, 0.1, 0.05, 0.0, 0.02]  # later requests finish sooner
+    sock.sendall(b"".join(
+        encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": f"sleep:{delay}"})
+        for cid, delay in enumerate(sleeps)))
+    answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in sleeps]
+    assert [cid for cid, _ in answers] == list(range(len(sleeps)))
+    assert [body["host"] for _, body in answers] == [f"sleep:{d}" for d in sleeps]
+    sock.close()
+
+
+def test_broker_connection_request_and_send_only(server):
+    with BrokerConnection("127.0.0.1", server.server_port, "unit", timeout_s=2) as conn:
+        assert conn.request(K.API_VERSIONS, 0, {}) == api_versions_response(0)
+        body = dict(REQUESTS[(K.PRODUCE, 2)], acks=0)
+        conn.send_only(K.PRODUCE, 2, body)  # no response must come back for this one
+        response = conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})
+        assert response["node_id"] == 2  # correlation ids 0, 1 (acks=0), 2
+        assert conn.request(K.PRODUCE, 2, REQUESTS[(K.PRODUCE, 2)]) == produce_response(2)
+    with pytest.raises(ConnectionClosed):
+        conn.request(K.API_VERSIONS, 0, {})
+
+
+def test_garbage_frame_closes_only_that_connection(server, caplog):
+    good = BrokerConnection("127.0.0.1", server.server_port, "good", timeout_s=2)
+    assert good.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})["error_code"] == 0
+    bad = raw_connect(server)
+    bad.sendall(b"\x7f\xff\xff\xff" + b"junk")
+    assert_closed_by_peer(bad)
+    assert any("invalid request size 2147483647" in r.getMessage() for r in caplog.records)
+    assert good.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})["node_id"] == 1
+    with BrokerConnection("127.0.0.1", server.server_port, "new", timeout_s=2) as fresh:
+        assert fresh.request(K.API_VERSIONS, 1, {})["error_code"] == 0
+    good.close()
+    bad.close()
+
+
+def test_api_versions_v3_gets_error_35_v0_fallback(server):
+    sock = raw_connect(server)
+    # Header v2 (client_id + empty tagged fields) and a flexible v3 body, as
+    # librdkafka sends them: compact strings (varint length + 1) and tags.
+    body = b"\x0blibrdkafka" + b"\x062.3.0" + b"\x00"
+    payload = i16(18, 3) + i32(42) + s("rdkafka") + b"\x00" + body
+    sock.sendall(i32(len(payload)) + payload)
+    correlation_id, response = decode_response(K.API_VERSIONS, 0, recv_frame(sock))
+    assert correlation_id == 42
+    assert response["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35
+    assert response["api_keys"] == api_versions_entries()
+    # The connection stays usable, so the client can retry at v0.
+    sock.sendall(encode_request(K.API_VERSIONS, 0, 43, "rdkafka", {}))
+    assert decode_response(K.API_VERSIONS, 0, recv_frame(sock)) == (43, api_versions_response(0))
+    sock.close()
+
+
+def test_unsupported_api_and_handler_failure_close_the_connection(server, caplog):
+    other = BrokerConnection("127.0.0.1", server.server_port, "other", timeout_s=2)
+    sock = raw_connect(server)
+    payload = i16(11, 0) + i32(1) + s("joiner") + b"rest-of-join-group"
+    sock.sendall(i32(len(payload)) + payload)  # JoinGroup: unsupported
+    assert_closed_by_peer(sock)
+    sock.close()
+    with pytest.raises(ConnectionLost):
+        other.request(K.METADATA, 0, {"topics": []})  # the handler raises
+    failures = [r for r in caplog.records if "handler failed" in r.getMessage()]
+    assert failures and failures[0].exc_info is not None
+    assert other.request(K.API_VERSIONS, 2, {})["error_code"] == 0  # reconnects
+    other.close()
+
+
+def test_timeout_then_reconnect(server):
+    conn = BrokerConnection("127.0.0.1", server.server_port, "slow", timeout_s=0.1)
+    with pytest.raises(RequestTimedOut):
+        conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0.5"})
+    assert not conn.connected
+    assert conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"}, timeout_s=2)["port"] == 9092
+    conn.close()
+
+
+@pytest.mark.parametrize("reply, error", [
+    (lambda cid: encode_response(cid + 1, K.API_VERSIONS, 0, api_versions_response(0)),
+     CorrelationIdMismatch),
+    (lambda cid: i32(0x7FFFFFFF), ProtocolError),
+    (lambda cid: i32(-3), ProtocolError),
+    (lambda cid: i32(100) + b"short", ConnectionLost),
+])
+def test_client_rejects_bad_responses(reply, error):
+    def misbehave(sock, _address):
+        frame = recv_frame(sock)
+        sock.sendall(reply(decode_request(frame)[0].correlation_id))
+        sock.close()
+
+    fake = StreamServer(("127.0.0.1", 0), misbehave)
+    fake.start()
+    try:
+        with gevent.Timeout(5):
+            conn = BrokerConnection("127.0.0.1", fake.server_port, "c", timeout_s=2)
+            with pytest.raises(error):
+                conn.request(K.API_VERSIONS, 0, {})
+            assert not conn.connected
+    finally:
+        fake.stop(timeout=0.2)
+
+
+def test_connect_failure_is_a_connection_error():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens on this port now
+    with pytest.raises(BrokerConnectionError) as err:
+        BrokerConnection("127.0.0.1", port, "c", timeout_s=1).connect()
+    assert isinstance(err.value, ConnectionError)
