@@ -113,12 +113,12 @@ class DataPlane:
                     p.on_follower_fetch(replica_id, offset)
         max_total = request.get("max_bytes", 0x7FFFFFFF)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
+        up_to_leo = replica_id >= 0 or replica_id == DEBUG_CONSUMER
         while True:
             entries, total, errors = self._read_all(wanted, replica_id, max_total, version)
             remaining = deadline - time.monotonic()
             if total >= request["min_bytes"] or errors or remaining <= 0:
                 break
-            up_to_leo = replica_id >= 0 or replica_id == DEBUG_CONSUMER
             events = [p.changed_event(up_to_leo) for tp, _, _ in wanted
                       if (p := self.partitions.get(tp))]
             if not events:

@@ -88,25 +88,26 @@ def fetch_serving(work: Path, megabytes: int = 256) -> list[tuple[int, str, floa
     Reads come from a file in the page cache in responses of 16 KiB to 1 MiB:
     ``(response bytes, method, MB/s, sender CPU s/GiB)`` rows.
     """
-    path = work / "fetch-serving.log"
+    path, file_mib = work / "fetch-serving.log", 64
     with open(path, "wb") as f:
-        for _ in range(64):
+        for _ in range(file_mib):
             f.write(os.urandom(1 << 20))
     fd = os.open(path, os.O_RDONLY)
     rows = []
     try:
         for size in (16 << 10, 64 << 10, 1 << 20):
-            per_mib = (1 << 20) // size
-            slices = [FileSlice(fd, str(path), 0, size, 0)]
+            def positions(i: int, size: int = size):
+                """Where the responses of the i-th MiB sent start, wrapping round the file."""
+                per_mib = (1 << 20) // size
+                return (((i * per_mib + j) * size) % (file_mib << 20) for j in range(per_mib))
 
-            def copied(s, i, size=size, per_mib=per_mib):
-                for j in range(per_mib):
-                    s.sendall(os.pread(fd, size, ((i * per_mib + j) * size) % (64 << 20)))
+            def copied(s, i, size=size):
+                for position in positions(i):
+                    s.sendall(os.pread(fd, size, position))
 
-            def sendfile(s, i, size=size, per_mib=per_mib):
-                for j in range(per_mib):
-                    position = ((i * per_mib + j) * size) % (64 << 20)
-                    regions = FileRegions.pin([slices[0]._replace(position=position)])
+            def sendfile(s, i, size=size):
+                for position in positions(i):
+                    regions = FileRegions.pin([FileSlice(fd, str(path), position, size, 0)])
                     regions.send_to(s)
                     regions.close()
 
