@@ -5,8 +5,14 @@ ordering rules are testable with plain asserts:
 
 - records for a partition are appended to the last open batch, closed when
   ``batch_size`` would be exceeded (the first record always fits);
-- a partition has at most **one batch in flight**: a retried batch goes back
-  to the head of its queue, so nothing behind it can overtake it;
+- a batch goes to its leader in a request with the ready head batch of every
+  other partition that broker leads; ``max_in_flight`` such requests may be
+  outstanding per broker (the producer's max.in.flight.requests.per.connection);
+- with ``max_in_flight`` 1 a partition has at most **one batch in flight**
+  (Kafka mutes it), so a retry can never be overtaken; with more, a failed
+  batch goes back into its queue in creation order, ahead of everything newer,
+  and nothing queued behind it leaves before it -- but a newer batch already in
+  flight may still be written first (Kafka's behaviour without idempotence);
 - a head batch is ready when it is full, has lingered ``linger_s``, is a
   retry whose backoff passed, or the producer is flushing.
 
@@ -55,6 +61,7 @@ class ProducerBatch:
     closed: bool = False
     attempts: int = 0
     retry_at: float = 0.0
+    sequence: int = 0                  # creation order: requeues keep it
     _payload: bytes | None = None
 
     def try_append(self, record: Record, future: RecordFuture | None, limit: int,
@@ -88,13 +95,19 @@ class ProducerBatch:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger_s: float, retry_backoff_s: float) -> None:
+    def __init__(self, batch_size: int, linger_s: float, retry_backoff_s: float,
+                 max_in_flight: int = 1) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max.in.flight.requests.per.connection must be at least 1, "
+                             f"not {max_in_flight}")
         self.batch_size = batch_size
         self.linger_s = linger_s
         self.retry_backoff_s = retry_backoff_s
         self.buffered_bytes = 0
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
-        self._in_flight: set[TopicPartition] = set()
+        self._in_flight: dict[TopicPartition, int] = {}   # batches sent, not yet done/requeued
+        self._mute_in_flight = max_in_flight == 1
+        self._sequence = 0
 
     def append(self, tp: TopicPartition, record: Record, future: RecordFuture | None,
                now: float) -> tuple[bool, bool]:
@@ -109,7 +122,8 @@ class RecordAccumulator:
         added = record_size(record)
         opened = not queue or not queue[-1].try_append(record, future, self.batch_size, added)
         if opened:
-            queue.append(ProducerBatch(tp, now))
+            self._sequence += 1
+            queue.append(ProducerBatch(tp, now, sequence=self._sequence))
             queue[-1].try_append(record, future, self.batch_size, added)
         self.buffered_bytes += added
         full = (opened and len(queue) > 1) or queue[-1].size >= self.batch_size
@@ -119,14 +133,15 @@ class RecordAccumulator:
               busy: set[int], flushing: bool) -> tuple[dict[int, list[ProducerBatch]], float | None]:
         """Take the ready head batches, grouped by leader; return them and the next wake-up delay.
 
-        Partitions whose leader is unknown are left queued (the caller learns
-        that from :meth:`waiting_for_leader`).  Taken batches are in flight
-        until :meth:`done` or :meth:`requeue`.
+        ``busy``: brokers that already have as many requests in flight as
+        allowed.  Partitions whose leader is unknown are left queued (the
+        caller learns that from :meth:`waiting_for_leader`).  Taken batches
+        are in flight until :meth:`done` or :meth:`requeue`.
         """
         ready: dict[int, list[ProducerBatch]] = {}
         delay: float | None = None
         for tp, queue in self._queues.items():
-            if not queue or tp in self._in_flight:
+            if not queue or (self._mute_in_flight and tp in self._in_flight):
                 continue
             batch = queue[0]
             wait = self._wait_left(batch, len(queue) > 1, now, flushing)
@@ -136,7 +151,7 @@ class RecordAccumulator:
             elif node is not None and node not in busy:
                 queue.popleft()
                 batch.attempts += 1
-                self._in_flight.add(tp)
+                self._in_flight[tp] = self._in_flight.get(tp, 0) + 1
                 ready.setdefault(node, []).append(batch)
         return ready, delay
 
@@ -145,18 +160,33 @@ class RecordAccumulator:
                    for tp, q in self._queues.items())
 
     def requeue(self, batch: ProducerBatch, now: float) -> None:
-        """Put a failed batch back at the head of its queue, to retry after the backoff."""
+        """Put a failed batch back into its queue, to retry after the backoff.
+
+        It goes ahead of every newer batch: batches of one request fail
+        together (a leader change, a dropped connection) and come back in
+        order, whatever order their failures are handled in.
+        """
         batch.retry_at = now + self.retry_backoff_s
-        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
-        self._in_flight.discard(batch.tp)
+        queue = self._queues.setdefault(batch.tp, deque())
+        at = next((i for i, queued in enumerate(queue) if queued.sequence > batch.sequence),
+                  len(queue))
+        queue.insert(at, batch)
+        self._sent_back(batch.tp)
 
     def done(self, batch: ProducerBatch) -> None:
         """The batch left the producer for good (acknowledged or failed)."""
-        self._in_flight.discard(batch.tp)
+        self._sent_back(batch.tp)
         self.buffered_bytes -= batch.size - BATCH_OVERHEAD
         queue = self._queues.get(batch.tp)
         if queue is not None and not queue:
             del self._queues[batch.tp]
+
+    def _sent_back(self, tp: TopicPartition) -> None:
+        left = self._in_flight.get(tp, 0) - 1
+        if left > 0:
+            self._in_flight[tp] = left
+        else:
+            self._in_flight.pop(tp, None)
 
     def _drop_empty_queues(self) -> None:
         self._queues = {tp: q for tp, q in self._queues.items() if q}

@@ -100,6 +100,7 @@ _PRODUCER = {
     "request.timeout.ms": ("request_timeout_ms", _int), "client.id": ("client_id", str),
     "buffer.memory": ("buffer_memory", _int), "max.block.ms": ("max_block_ms", _int),
     "delivery.timeout.ms": ("delivery_timeout_ms", _int),
+    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", _int),
 }
 _CONSUMER = {
     "bootstrap.servers": ("bootstrap_servers", str), "group.id": ("group_id", str),

@@ -1,10 +1,13 @@
 """The producer: ``send()`` queues a record and returns a future; a sender greenlet ships batches.
 
-Per leader broker the sender sends one Produce v2 request at a time, carrying
-the ready head batch of every partition that broker leads.  Retriable
-failures put the batch back at the head of its partition queue (one batch
-in flight per partition, so a retry never lets later records overtake it)
-and mark the metadata stale; the next loop refreshes it before resending.
+Per leader broker the sender keeps up to ``max_in_flight_requests_per_connection``
+Produce v2 requests in flight (pipelined on one connection, as Kafka's
+producer does), each carrying the ready head batch of every partition that
+broker leads.  Retriable failures put the batch back into its partition queue
+ahead of newer batches and mark the metadata stale; the next loop refreshes it
+before resending.  With 1 request in flight a retry can never be overtaken by
+later records; with more (Kafka's default, 5) a newer batch already in flight
+may be written before a retried one, as in Kafka without idempotence.
 
 Works in gevent programs and in plain scripts: the sender runs whenever the
 caller blocks on the producer (``future.get()``, ``flush()``, ``close()``,
@@ -68,7 +71,8 @@ class Producer:
                  retry_backoff_ms: int = 100, request_timeout_ms: int = 30000,
                  partitioner: Partitioner | None = None, client_id: str = "kafka-ha-producer",
                  buffer_memory: int = 33554432, max_block_ms: int = 60000,
-                 delivery_timeout_ms: int = 120000) -> None:
+                 delivery_timeout_ms: int = 120000,
+                 max_in_flight_requests_per_connection: int = 5) -> None:
         self.acks = parse_acks(acks)
         codec_id(compression)  # fail now, not inside the sender
         self.compression = compression
@@ -81,9 +85,11 @@ class Producer:
         self.cluster = ClusterMetadata(bootstrap_servers, client_id, request_timeout_ms,
                                        retry_backoff_ms)
         self._partitioner = partitioner or DefaultPartitioner()
-        self._acc = RecordAccumulator(batch_size, linger_ms / 1000.0, self.retry_backoff_s)
+        self._acc = RecordAccumulator(batch_size, linger_ms / 1000.0, self.retry_backoff_s,
+                                      max_in_flight_requests_per_connection)
+        self.max_in_flight = max_in_flight_requests_per_connection
         self._topics: set[str] = set()
-        self._busy: set[int] = set()          # brokers with a Produce request in flight
+        self._in_flight: dict[int, int] = {}  # broker -> Produce requests in flight
         self._wakeup = Event()
         self._drained = Event()               # set whenever nothing is queued or in flight
         self._drained.set()
@@ -230,11 +236,12 @@ class Producer:
         flushing = self._flushing > 0 or self._closing
         blocked = {n: self.cluster.reconnect_delay(n, now) for n in self.cluster.snapshot.brokers}
         blocked = {n: wait for n, wait in blocked.items() if wait > 0}
-        ready, delay = self._acc.drain(now, leader_of, self._busy | blocked.keys(), flushing)
+        busy = {node for node, count in self._in_flight.items() if count >= self.max_in_flight}
+        ready, delay = self._acc.drain(now, leader_of, busy | blocked.keys(), flushing)
         if blocked:
             delay = min([*blocked.values(), *([] if delay is None else [delay])])
         for node, batches in ready.items():
-            self._busy.add(node)
+            self._in_flight[node] = self._in_flight.get(node, 0) + 1
             gevent.spawn(self._produce, node, batches)
         if self._acc.waiting_for_leader(leader_of):
             self._metadata_stale = True
@@ -275,7 +282,9 @@ class Producer:
             for batch in batches:
                 self._retry_or_fail(batch, FatalError(ErrorCode.UNKNOWN_SERVER_ERROR, repr(exc)))
         finally:
-            self._busy.discard(node)
+            left = self._in_flight.pop(node) - 1
+            if left:
+                self._in_flight[node] = left
             self._wakeup.set()
         self._resolve_finished()
 

@@ -1,20 +1,26 @@
 """A blocking request/response client connection to one broker, for greenlets.
 
 It uses ``gevent.socket`` so that a greenlet waiting on a broker yields to the
-hub whether or not the process is monkey-patched.  Requests on one connection
-are serialised by a lock: Kafka answers in request order, and holding the lock
-from send to receive keeps one caller from reading another's response.
+hub whether or not the process is monkey-patched.
+
+Requests from several greenlets are pipelined, as Kafka's clients do (the
+producer's max.in.flight.requests.per.connection): each is sent as soon as the
+previous one has been written, and since Kafka answers a connection's requests
+in order, the callers then read their responses in the order they sent them,
+each waiting for its turn.  A single caller sees plain request/response.
 
 After any I/O or framing failure the socket is dropped (the byte stream can no
-longer be trusted) and the next request reconnects; after ``close()`` the
-connection stays closed.
+longer be trusted): every request waiting on it fails, and the next request
+reconnects.  After ``close()`` the connection stays closed.
 """
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, TypeVar
 
 from gevent import socket
+from gevent.event import Event
 from gevent.lock import RLock
 
 from kafka_ha.protocol.framing import decode_response, encode_request
@@ -49,6 +55,16 @@ class ConnectionClosed(BrokerConnectionError):
     """``close()`` was called; the connection cannot be used any more."""
 
 
+class _Pending:
+    """A request sent on the current socket whose response is not read yet."""
+
+    __slots__ = ("generation", "turn")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation      # the socket it was sent on
+        self.turn = Event()               # set when every earlier response has been read
+
+
 class BrokerConnection:
     """One TCP connection to ``host:port`` speaking the Kafka protocol."""
 
@@ -64,7 +80,9 @@ class BrokerConnection:
         self._closed = False
         self._next_correlation_id = 0
         self._size_buf = bytearray(4)
-        self._lock = RLock()
+        self._lock = RLock()                   # held while a request is written
+        self._pending: deque[_Pending] = deque()   # sent, not yet answered, in send order
+        self._generation = 0                   # counts sockets: a drop fails their pending requests
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port})"
@@ -98,17 +116,30 @@ class BrokerConnection:
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         with self._lock:
             correlation_id = self._send(api_key, api_version, body, deadline)
+            pending = _Pending(self._generation)
+            self._pending.append(pending)
+            if len(self._pending) == 1:
+                pending.turn.set()
+        frame = None
+        try:
+            self._await_turn(pending, deadline)
             frame = self._guarded(self._read_frame, deadline)
-            try:
-                got_id, response = decode_response(api_key, api_version, frame)
-            except ProtocolError:
+        finally:
+            if frame is None and pending.generation == self._generation:
+                # Failed, timed out or killed before reading our response: the
+                # next caller in line would read it as theirs.
                 self._drop_socket()
-                raise
-            if got_id != correlation_id:
-                self._drop_socket()
-                raise CorrelationIdMismatch(
-                    f"{self}: expected correlation id {correlation_id}, got {got_id}")
-            return response
+            self._leave(pending)
+        try:
+            got_id, response = decode_response(api_key, api_version, frame)
+        except ProtocolError:
+            self._drop_socket()
+            raise
+        if got_id != correlation_id:
+            self._drop_socket()
+            raise CorrelationIdMismatch(
+                f"{self}: expected correlation id {correlation_id}, got {got_id}")
+        return response
 
     def send_only(self, api_key: int, api_version: int, body: dict[str, Any],
                   timeout_s: float | None = None) -> int:
@@ -118,6 +149,21 @@ class BrokerConnection:
             return self._send(api_key, api_version, body, deadline)
 
     # -- internals ------------------------------------------------------------
+
+    def _await_turn(self, pending: _Pending, deadline: float) -> None:
+        """Wait until every response sent before ours has been read."""
+        if not pending.turn.wait(max(0.0, deadline - time.monotonic())):
+            raise RequestTimedOut(f"{self}: no response within the timeout "
+                                  f"({len(self._pending) - 1} earlier request(s) unanswered)")
+        if pending.generation != self._generation:
+            raise ConnectionLost(f"{self}: connection dropped before the response arrived")
+
+    def _leave(self, pending: _Pending) -> None:
+        """Our response is read (or the socket dropped): hand the turn to the next in line."""
+        if self._pending and self._pending[0] is pending:
+            self._pending.popleft()
+            if self._pending:
+                self._pending[0].turn.set()
 
     def _send(self, api_key: int, api_version: int, body: dict[str, Any],
               deadline: float) -> int:
@@ -168,6 +214,11 @@ class BrokerConnection:
     def _drop_socket(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
+            self._generation += 1
+            # Requests waiting on this socket will never get their answer.
+            waiting, self._pending = self._pending, deque()
+            for pending in waiting:
+                pending.turn.set()
             try:
                 sock.close()
             except OSError:

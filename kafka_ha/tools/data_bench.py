@@ -10,7 +10,10 @@ the same run measures:
 - end-to-end latency (produce one, consume it) while a background producer,
   configured as in the peak run, sends at 10% of the measured acks=all peak:
   once with a busy-polling consumer (Kafka's tool, fetch.max.wait.ms 0) and
-  once with a long-polling one (fetch.max.wait.ms 500, the consumer default).
+  once with a long-polling one (fetch.max.wait.ms 500, the consumer default);
+  its baseline, under the same load, is a 1 KiB message relayed through the
+  same hops by plain blocking-socket processes (client -> "leader" ->
+  "follower" -> "leader" -> client): what the machine itself costs.
 Each produce run is repeated (``--repeat``); the table shows the median run
 and the range.  It prints Markdown for docs/benchmarks.md.
 """
@@ -76,6 +79,71 @@ def _through_loopback(megabytes: int, send_mib) -> tuple[float, float]:
     return megabytes / elapsed, cpu * 1024 / megabytes
 
 
+def _relay_follower(port_queue) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port_queue.put(server.getsockname()[1])
+    conn, _ = server.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (message := _recv_exactly(conn, RELAY_MESSAGE)) is not None:
+        conn.sendall(message[:8])             # a fetch carrying the new offset
+
+
+def _relay_leader(port_queue, follower_port: int) -> None:
+    follower = socket.create_connection(("127.0.0.1", follower_port))
+    follower.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port_queue.put(server.getsockname()[1])
+    conn, _ = server.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (message := _recv_exactly(conn, RELAY_MESSAGE)) is not None:
+        follower.sendall(message)             # the follower's fetch response
+        _recv_exactly(follower, 8)            # its next fetch: the message is committed
+        conn.sendall(message)                 # the ack and the consumer's record, in one
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytearray | None:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            return None
+        got += k
+    return buf
+
+
+RELAY_MESSAGE = 1024
+
+
+def relay_floor(messages: int) -> dict:
+    """Latency of a 1 KiB message through the hops of an acks=all produce and
+    consume, relayed by plain blocking-socket processes (no broker work at all)."""
+    ports: multiprocessing.Queue = multiprocessing.Queue()
+    follower = multiprocessing.Process(target=_relay_follower, args=(ports,), daemon=True)
+    follower.start()
+    leader = multiprocessing.Process(target=_relay_leader, args=(ports, ports.get(timeout=10)),
+                                     daemon=True)
+    leader.start()
+    client = socket.create_connection(("127.0.0.1", ports.get(timeout=10)))
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    message, latencies = os.urandom(RELAY_MESSAGE), []
+    for _ in range(messages):
+        begin = time.perf_counter_ns()
+        client.sendall(message)
+        _recv_exactly(client, RELAY_MESSAGE)
+        latencies.append(time.perf_counter_ns() - begin)
+    client.close()
+    leader.join(timeout=10)
+    follower.join(timeout=10)
+    ms = sorted(ns / 1e6 for ns in latencies)
+    return {"avg": sum(ms) / messages, "p50": ms[messages // 2], "p99": ms[int(messages * 0.99)],
+            "p999": ms[int(messages * 0.999)]}
+
+
 def socket_baseline(megabytes: int = 512) -> float:
     """MB/s of one loopback TCP connection between two Python processes."""
     chunk = b"\0" * (1 << 20)
@@ -127,7 +195,7 @@ def tool(script: str, *args: str, timeout: float = 900) -> str:
     return done.stdout
 
 
-PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536")
+PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536")   # max.in.flight: the default, 5
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
@@ -209,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                    e2e(bootstrap, "bench-e2e", 5000, 1024),
                    "long-polling consumer (fetch.max.wait.ms=500)":
                    e2e(bootstrap, "bench-e2e", 5000, 1024, str(long_poll))}
+        print("e2e baseline: plain-socket relay over the same hops, same load ...", file=sys.stderr)
+        floor = relay_floor(5000)
         background.kill()
         print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
         print(f"| workload (median of {args.repeat}) | msgs/s | MB/s | MB/s range | "
@@ -225,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|---:|---:|---:|")
         for name, r in latency.items():
             print(f"| {name} | {r['avg']:.2f} ms | {r['p50']} ms | {r['p99']} ms | {r['p999']} ms |")
+        print(f"| baseline: plain blocking-socket processes relaying the same hops, same load | "
+              f"{floor['avg']:.2f} ms | {floor['p50']:.2f} ms | {floor['p99']:.2f} ms | "
+              f"{floor['p999']:.2f} ms |")
         print("\nserving fetch data from a log file in the page cache, one connection "
               "(sender CPU per GiB: what the broker spends):\n")
         print("| response size | method | MB/s | sender CPU s/GiB |")

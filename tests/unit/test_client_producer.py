@@ -221,14 +221,67 @@ def test_fatal_errors_are_not_retried(cluster, make_producer):
     assert len(cluster.requests_of(ApiKey.PRODUCE)) == 1
 
 
-def test_retries_never_reorder_records_of_a_partition(cluster, make_producer):
+def test_with_one_request_in_flight_retries_never_reorder_records(cluster, make_producer):
     cluster.create_topic("t", 1)
-    producer = make_producer(batch_size=200, linger_ms=0)
+    producer = make_producer(batch_size=200, linger_ms=0, max_in_flight_requests_per_connection=1)
     cluster.fail(ApiKey.PRODUCE, E.NOT_LEADER_FOR_PARTITION, times=3)
     futures = [producer.send("t", b"%03d" % i + b"x" * 50, partition=0) for i in range(30)]
     producer.flush()
     assert [f.get().offset for f in futures] == list(range(30))
     assert [v[:3] for v in values(cluster, TopicPartition("t", 0))] == [b"%03d" % i for i in range(30)]
+
+
+def _max_concurrent_produce_requests(producer) -> list[int]:
+    """Wrap the producer's cluster.request; the returned list ends up holding the most
+    Produce requests that were in flight at once."""
+    request, state = producer.cluster.request, {"now": 0}
+    peak = [0]
+
+    def counting(node, api_key, *args, **kwargs):
+        if api_key != ApiKey.PRODUCE:
+            return request(node, api_key, *args, **kwargs)
+        state["now"] += 1
+        peak[0] = max(peak[0], state["now"])
+        try:
+            gevent.sleep(0.005)         # a slow broker: the next batches are ready meanwhile
+            return request(node, api_key, *args, **kwargs)
+        finally:
+            state["now"] -= 1
+
+    producer.cluster.request = counting
+    return peak
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3])
+def test_requests_to_a_broker_are_pipelined_up_to_max_in_flight(cluster, make_producer,
+                                                                 max_in_flight):
+    cluster.create_topic("t", 1)
+    producer = make_producer(batch_size=200, linger_ms=0,
+                             max_in_flight_requests_per_connection=max_in_flight)
+    peak = _max_concurrent_produce_requests(producer)
+    futures = [producer.send("t", b"%03d" % i + b"x" * 50, partition=0) for i in range(60)]
+    producer.flush()
+    assert peak[0] == max_in_flight
+    assert [f.get().offset for f in futures] == list(range(60))
+
+
+def test_pipelined_batches_that_fail_together_are_retried_in_order(cluster, make_producer):
+    cluster.create_topic("t", 1)
+    producer = make_producer(batch_size=200, linger_ms=0, max_in_flight_requests_per_connection=5)
+    peak = _max_concurrent_produce_requests(producer)
+    # The broker hangs up on the first request: every request pipelined behind it
+    # on that connection fails as well, and all of them come back for a retry.
+    cluster.fail(ApiKey.PRODUCE, None, times=1)
+    futures = [producer.send("t", b"%03d" % i + b"x" * 50, partition=0) for i in range(30)]
+    producer.flush()
+    assert peak[0] > 1
+    assert [f.get().offset for f in futures] == list(range(30))
+    assert [v[:3] for v in values(cluster, TopicPartition("t", 0))] == [b"%03d" % i for i in range(30)]
+
+
+def test_max_in_flight_must_be_positive(cluster):
+    with pytest.raises(ValueError, match="max.in.flight.requests.per.connection"):
+        Producer(cluster.bootstrap, max_in_flight_requests_per_connection=0)
 
 
 def test_a_dead_cluster_fails_records_after_the_delivery_timeout(cluster, make_producer):

@@ -160,6 +160,94 @@ def test_timeout_then_reconnect(server):
     conn.close()
 
 
+def _server_reading_ahead(requests_before_answering: int, then_close: bool = False):
+    """A raw server that answers nothing until it holds ``requests_before_answering``
+    requests: a client that waits for each answer before sending the next hangs."""
+    def serve(sock, _address):
+        frames = [recv_frame(sock) for _ in range(requests_before_answering)]
+        for i, frame in enumerate(frames):
+            header, reader = decode_request(frame)
+            body = decode_request_body(header, reader)
+            sock.sendall(encode_response(header.correlation_id, K.FIND_COORDINATOR, 0, {
+                "error_code": 0, "node_id": header.correlation_id, "host": body["key"], "port": 1}))
+            if then_close:
+                break           # answer the first only, then hang up
+        if then_close:
+            sock.close()
+            return
+        while True:             # then plain request/response
+            frame = recv_frame(sock)
+            header, _ = decode_request(frame)
+            sock.sendall(encode_response(header.correlation_id, K.FIND_COORDINATOR, 0, {
+                "error_code": 0, "node_id": header.correlation_id, "host": "later", "port": 1}))
+
+    fake = StreamServer(("127.0.0.1", 0), serve)
+    fake.start()
+    return fake
+
+
+def test_concurrent_requests_on_one_connection_are_pipelined():
+    fake = _server_reading_ahead(3)
+    try:
+        with gevent.Timeout(5):
+            conn = BrokerConnection("127.0.0.1", fake.server_port, "pipe", timeout_s=3)
+            callers = [gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": f"k{i}"})
+                       for i in range(3)]
+            answers = [g.get() for g in callers]
+            # Each caller got its own answer, though all three were in flight at once.
+            assert [(a["node_id"], a["host"]) for a in answers] == [(0, "k0"), (1, "k1"), (2, "k2")]
+            assert conn.request(K.FIND_COORDINATOR, 0, {"key": "x"})["host"] == "later"
+            conn.close()
+    finally:
+        fake.stop(timeout=0.2)
+
+
+def test_a_dropped_connection_fails_every_request_waiting_on_it():
+    fake = _server_reading_ahead(3, then_close=True)
+    try:
+        with gevent.Timeout(5):
+            conn = BrokerConnection("127.0.0.1", fake.server_port, "pipe", timeout_s=3)
+            callers = [gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": f"k{i}"})
+                       for i in range(3)]
+            gevent.joinall(callers)
+            assert callers[0].value["host"] == "k0"
+            for g in callers[1:]:
+                assert isinstance(g.exception, ConnectionLost), g.exception
+            assert not conn.connected
+            conn.close()
+    finally:
+        fake.stop(timeout=0.2)
+
+
+def test_a_timed_out_request_fails_the_ones_sent_after_it(server):
+    conn = BrokerConnection("127.0.0.1", server.server_port, "slow", timeout_s=2)
+    slow = gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": "sleep:0.5"}, 0.1)
+    gevent.sleep(0.01)
+    behind = gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": "sleep:0"})
+    gevent.joinall([slow, behind])
+    assert isinstance(slow.exception, RequestTimedOut)
+    # Its answer would have come after the slow one's: it cannot be read any more.
+    assert isinstance(behind.exception, ConnectionLost)
+    assert conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})["port"] == 9092
+    conn.close()
+
+
+def test_a_caller_killed_while_waiting_its_turn_does_not_leave_its_answer_to_the_next(server):
+    conn = BrokerConnection("127.0.0.1", server.server_port, "kill", timeout_s=2)
+    first = gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": "sleep:0.2"})
+    gevent.sleep(0.01)
+    second = gevent.spawn(conn.request, K.FIND_COORDINATOR, 0, {"key": "sleep:0"})
+    gevent.sleep(0.05)
+    second.kill()
+    gevent.joinall([first])
+    # The connection was dropped (the stream is out of step), so the first
+    # fails too rather than anyone reading an answer that is not theirs.
+    assert isinstance(first.exception, ConnectionLost)
+    answer = conn.request(K.FIND_COORDINATOR, 0, {"key": "sleep:0"})
+    assert answer["host"] == "sleep:0"
+    conn.close()
+
+
 @pytest.mark.parametrize("reply, error", [
     (lambda cid: encode_response(cid + 1, K.API_VERSIONS, 0, api_versions_response(0)),
      CorrelationIdMismatch),
