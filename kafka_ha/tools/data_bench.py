@@ -41,12 +41,20 @@ FINAL = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\
                    r"latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
 
 
-def _sink(port_queue, total: int) -> None:
+def _accept_one(port_queue) -> socket.socket:
+    """Listen on a free loopback port, publish it on ``port_queue``, take one connection."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     port_queue.put(server.getsockname()[1])
     conn, _ = server.accept()
+    server.close()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def _sink(port_queue, total: int) -> None:
+    conn = _accept_one(port_queue)
     buf = bytearray(1 << 20)
     view = memoryview(buf)
     got = 0
@@ -80,12 +88,7 @@ def _through_loopback(megabytes: int, send_mib) -> tuple[float, float]:
 
 
 def _relay_follower(port_queue) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port_queue.put(server.getsockname()[1])
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = _accept_one(port_queue)
     while (message := _recv_exactly(conn, RELAY_MESSAGE)) is not None:
         conn.sendall(message[:8])             # a fetch carrying the new offset
 
@@ -93,12 +96,7 @@ def _relay_follower(port_queue) -> None:
 def _relay_leader(port_queue, follower_port: int) -> None:
     follower = socket.create_connection(("127.0.0.1", follower_port))
     follower.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port_queue.put(server.getsockname()[1])
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = _accept_one(port_queue)
     while (message := _recv_exactly(conn, RELAY_MESSAGE)) is not None:
         follower.sendall(message)             # the follower's fetch response
         _recv_exactly(follower, 8)            # its next fetch: the message is committed
