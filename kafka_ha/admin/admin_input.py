@@ -7,12 +7,12 @@ whitespace, a missing "version"), because other tools write these files too.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
+from kafka_ha.admin.assignment import parse_broker_ids
 from kafka_ha.model import TopicPartition
-
-T = TypeVar("T")
+from kafka_ha.zk.admin_znodes import duplicates  # noqa: F401  (the commands take it from here)
 Replicas = tuple[int, ...]
 
 
@@ -45,21 +45,6 @@ def json_or_none(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def duplicates(items: Iterable[T]) -> list[T]:
-    """Items seen more than once, each once, in order of their first repeat.
-
-    >>> duplicates([1, 2, 1, 3, 2, 1])
-    [1, 2]
-    """
-    seen: set[T] = set()
-    twice: dict[T, None] = {}
-    for item in items:
-        if item in seen:
-            twice[item] = None
-        seen.add(item)
-    return list(twice)
 
 
 def _is_int(value: Any) -> bool:
@@ -159,13 +144,9 @@ def parse_broker_list(text: str) -> list[int]:
     kafka_ha.admin.admin_input.ReassignCommandError: Broker list contains duplicate entries: 1
     """
     try:
-        brokers = [int(b.strip()) for b in text.split(",")]
-    except ValueError:
-        raise ReassignCommandError(f'Invalid broker list "{text}": broker ids must be '
-                                   f'integers') from None
-    if any(b < 0 for b in brokers):
-        raise ReassignCommandError(f'Invalid broker list "{text}": broker ids must not be '
-                                   f'negative')
+        brokers = list(parse_broker_ids(text, ","))
+    except ValueError as e:
+        raise ReassignCommandError(f'Invalid broker list "{text}": {e}') from None
     if twice := duplicates(brokers):
         raise ReassignCommandError("Broker list contains duplicate entries: "
                                    + ",".join(map(str, twice)))

@@ -37,6 +37,25 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
             for p in range(first_partition, first_partition + partitions)}
 
 
+def parse_broker_ids(text: str, separator: str) -> tuple[int, ...]:
+    """Broker ids separated by ``separator``; ValueError saying what is wrong.
+
+    >>> parse_broker_ids(" 3, 1", ",")
+    (3, 1)
+    >>> parse_broker_ids("1:-2", ":")
+    Traceback (most recent call last):
+    ...
+    ValueError: broker ids must not be negative
+    """
+    try:
+        ids = tuple(int(b.strip()) for b in text.split(separator))
+    except ValueError:
+        raise ValueError("broker ids must be integers") from None
+    if any(b < 0 for b in ids):
+        raise ValueError("broker ids must not be negative")
+    return ids
+
+
 def parse_replica_assignment(text: str, first_partition: int = 0) -> dict[int, tuple[int, ...]]:
     """``--replica-assignment 1:2,2:3``: commas separate partitions, colons replicas.
 
@@ -50,13 +69,9 @@ def parse_replica_assignment(text: str, first_partition: int = 0) -> dict[int, t
     result: dict[int, tuple[int, ...]] = {}
     for i, part in enumerate(text.split(",")):
         try:
-            replicas = tuple(int(b.strip()) for b in part.split(":"))
-        except ValueError:
-            raise AdminOperationError(f"Invalid replica assignment {text!r}: broker ids must be "
-                                      f"integers") from None
-        if any(b < 0 for b in replicas):
-            raise AdminOperationError(f"Invalid replica assignment {text!r}: broker ids must "
-                                      f"not be negative")
+            replicas = parse_broker_ids(part, ":")
+        except ValueError as e:
+            raise AdminOperationError(f"Invalid replica assignment {text!r}: {e}") from None
         duplicates = sorted({b for b in replicas if replicas.count(b) > 1})
         if duplicates:
             raise AdminOperationError("Partition replica lists may not contain duplicate entries: "

@@ -10,7 +10,7 @@ our Kafka versions write.  Same conventions as :mod:`kafka_ha.zk.znodes`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.errors import (DuplicatePartitions, MalformedZnode, check_broker_ids,
@@ -20,6 +20,8 @@ from kafka_ha.zk.znodes import (CONFIG_CHANGES_PATH, CONFIG_TOPICS_PATH, CONSUME
                                 DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
                                 PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
                                 non_negative, path_segment, replica_list, to_json_bytes)
+
+T = TypeVar("T")
 
 __all__ = [
     "ReassignPartitionsZNode", "PreferredReplicaElectionZNode", "DeleteTopicZNode",
@@ -53,14 +55,18 @@ def _tp_json(tp: TopicPartition) -> dict[str, Any]:
             "partition": non_negative(tp.partition, "partition")}
 
 
-def _duplicates(tps: Sequence[TopicPartition]) -> list[TopicPartition]:
-    """The partitions named more than once, each once, in order of first repeat."""
-    seen: set[TopicPartition] = set()
-    twice: dict[TopicPartition, None] = {}
-    for tp in tps:
-        if tp in seen:
-            twice[tp] = None
-        seen.add(tp)
+def duplicates(items: Iterable[T]) -> list[T]:
+    """Items seen more than once, each once, in order of their first repeat.
+
+    >>> duplicates([1, 2, 1, 3, 2, 1])
+    [1, 2]
+    """
+    seen: set[T] = set()
+    twice: dict[T, None] = {}
+    for item in items:
+        if item in seen:
+            twice[item] = None
+        seen.add(item)
     return list(twice)
 
 
@@ -119,7 +125,7 @@ class PreferredReplicaElectionZNode:
         tps = [TopicPartition(*tp) for tp in partitions]
         if not tps:
             raise ValueError("a preferred replica election needs at least one partition")
-        if twice := _duplicates(tps):
+        if twice := duplicates(tps):
             raise DuplicatePartitions(PREFERRED_REPLICA_ELECTION_PATH, twice)
         return to_json_bytes({"version": 1, "partitions": [_tp_json(tp) for tp in tps]})
 
@@ -130,7 +136,7 @@ class PreferredReplicaElectionZNode:
         obj = json_object(parse_json(data, path), path)
         check_version(obj, path)  # optional: input files may omit it (znodes.md §4.5)
         tps = [tp for tp, _ in _tp_entries(obj, path)]
-        if twice := _duplicates(tps):
+        if twice := duplicates(tps):
             raise DuplicatePartitions(path, twice)
         return tps
 
