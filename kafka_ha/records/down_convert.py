@@ -76,11 +76,6 @@ def magic_for_fetch_version(version: int) -> int:
     return MAGIC_V0 if version <= 1 else MAGIC_V1 if version <= 3 else MAGIC_V2
 
 
-def needs_down_conversion(buf, to_magic: int) -> bool:
-    """True if some whole entry of ``buf`` has a magic above ``to_magic`` (headers only)."""
-    return any(entry.magic > to_magic for entry in iter_entries(buf))
-
-
 def down_convert(buf, to_magic: int, fetch_offset: int = 0, max_bytes: int | None = None,
                  check_crc: bool = True):
     """``buf`` with every entry above ``to_magic`` rewritten in ``to_magic``.

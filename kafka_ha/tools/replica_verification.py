@@ -343,5 +343,6 @@ def main(argv: list[str] | None = None, out=None) -> int:
 
     return run_reporting_errors(verify, cluster)
 
+
 if __name__ == "__main__":
     sys.exit(main())
