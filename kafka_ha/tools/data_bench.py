@@ -132,14 +132,16 @@ def relay_floor(messages: int) -> dict:
     for _ in range(messages):
         begin = time.perf_counter_ns()
         client.sendall(message)
-        _recv_exactly(client, RELAY_MESSAGE)
+        echoed = _recv_exactly(client, RELAY_MESSAGE)
         latencies.append(time.perf_counter_ns() - begin)
+        if echoed != message:
+            raise RuntimeError("the relay returned something other than the message it was sent")
     client.close()
     leader.join(timeout=10)
     follower.join(timeout=10)
     ms = sorted(ns / 1e6 for ns in latencies)
-    return {"avg": sum(ms) / messages, "p50": ms[messages // 2], "p99": ms[int(messages * 0.99)],
-            "p999": ms[int(messages * 0.999)]}
+    return {"messages": len(ms), "avg": sum(ms) / messages, "p50": ms[messages // 2],
+            "p99": ms[int(messages * 0.99)], "p999": ms[int(messages * 0.999)]}
 
 
 def socket_baseline(megabytes: int = 512) -> float:

@@ -243,7 +243,7 @@ def _max_concurrent_produce_requests(producer) -> list[int]:
         state["now"] += 1
         peak[0] = max(peak[0], state["now"])
         try:
-            gevent.sleep(0.005)         # a slow broker: the next batches are ready meanwhile
+            gevent.sleep(0.02)          # a slow broker: the next batches are ready meanwhile
             return request(node, api_key, *args, **kwargs)
         finally:
             state["now"] -= 1
