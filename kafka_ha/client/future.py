@@ -39,9 +39,10 @@ class RecordFuture:
         self._done = False
         self._value: RecordMetadata | None = None
         self._exception: BaseException | None = None
-        # None until a callback is added: every tracked object per record is
-        # work for the cyclic GC, which dominated the producer's CPU time.
-        self._callbacks: list[Callable[[RecordFuture], None]] | None = None
+        # None until a callback is added, then the callback itself, and a list
+        # only from the second one on: every tracked object per buffered
+        # record is work for the cyclic GC, which dominated the producer's CPU.
+        self._callbacks: Callable[[RecordFuture], None] | list | None = None
         self._event: Event | None = None
 
     def done(self) -> bool:
@@ -69,9 +70,11 @@ class RecordFuture:
         if self._done:
             self._run(fn)
         elif self._callbacks is None:
-            self._callbacks = [fn]
-        else:
+            self._callbacks = fn
+        elif type(self._callbacks) is list:
             self._callbacks.append(fn)
+        else:
+            self._callbacks = [self._callbacks, fn]
 
     def set_result(self, value: RecordMetadata) -> None:
         self._resolve(value, None)
@@ -86,8 +89,11 @@ class RecordFuture:
         if self._event is not None:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, None
-        for fn in callbacks or ():
-            self._run(fn)
+        if type(callbacks) is list:
+            for fn in callbacks:
+                self._run(fn)
+        elif callbacks is not None:
+            self._run(callbacks)
 
     def _run(self, fn: Callable[[RecordFuture], None]) -> None:
         # A failing user callback must not break the sender or other callbacks.

@@ -318,7 +318,7 @@ class Producer:
             self._metadata_stale = True
         if exc.retriable and batch.attempts <= self.retries and not self._aborted(batch):
             log.info("retrying %d record(s) for %s (attempt %d): %s",
-                     len(batch.records), batch.tp, batch.attempts + 1, exc)
+                     batch.count, batch.tp, batch.attempts + 1, exc)
             self._acc.requeue(batch, time.monotonic())
         else:
             self._finish(batch, lambda b: b.fail(exc))

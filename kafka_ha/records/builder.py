@@ -39,7 +39,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _encode_record(rec: Record, offset_delta: int, timestamp_delta: int) -> bytes:
+def encode_v2_record(rec: Record, offset_delta: int, timestamp_delta: int) -> bytes:
+    """One record of a v2 batch, length prefix included (``rec.timestamp_ms`` is not read).
+
+    >>> encode_v2_record(Record(b"k", b"v"), 0, 0).hex()
+    '10000000026b027600'
+    """
     key, value = rec.key, rec.value
     parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta),
              _NULL if key is None else encode_varint(len(key)), key or b"",
@@ -65,16 +70,31 @@ def build_v2_batch(records: Sequence[Record], base_offset: int = 0, compression:
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    codec = codec_id(compression)
     default_ts = _now_ms() if timestamp_ms is None else timestamp_ms
     stamps = [default_ts if r.timestamp_ms is None else r.timestamp_ms for r in records]
     base_ts = stamps[0]
-    body = b"".join(_encode_record(r, i, ts - base_ts) for i, (r, ts) in enumerate(zip(records, stamps)))
+    body = b"".join(encode_v2_record(r, i, ts - base_ts)
+                    for i, (r, ts) in enumerate(zip(records, stamps)))
+    return assemble_v2_batch(body, len(records), base_ts, max(stamps), compression,
+                             base_offset, partition_leader_epoch)
+
+
+def assemble_v2_batch(body: bytes, count: int, base_timestamp: int, max_timestamp: int,
+                      compression: str = "none", base_offset: int = 0,
+                      partition_leader_epoch: int = -1) -> bytes:
+    """The batch around ``count`` records already encoded by :func:`encode_v2_record`
+    (offset deltas 0..count-1, timestamps relative to ``base_timestamp``):
+    compress them, write the header, compute the CRC.
+
+    >>> one = encode_v2_record(Record(b"k", b"v"), 0, 0)
+    >>> assemble_v2_batch(one, 1, 1000, 1000) == build_v2_batch([Record(b"k", b"v", 1000)])
+    True
+    """
+    codec = codec_id(compression)
     body = compress(codec, body, MAGIC_V2)
-    n = len(records)
     header = bytearray(V2_HEADER.pack(base_offset, V2_HEADER.size - LOG_OVERHEAD + len(body),
-                                      partition_leader_epoch, MAGIC_V2, 0, codec, n - 1, base_ts,
-                                      max(stamps), NO_PRODUCER_ID, -1, -1, n))
+                                      partition_leader_epoch, MAGIC_V2, 0, codec, count - 1,
+                                      base_timestamp, max_timestamp, NO_PRODUCER_ID, -1, -1, count))
     crc = crc32c(bytes(header[V2_ATTRIBUTES_OFFSET:]) + body)
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + body

@@ -6,10 +6,11 @@ import random
 import pytest
 
 from kafka_ha.client.accumulator import BATCH_OVERHEAD, RecordAccumulator, record_size
-from kafka_ha.client.future import RecordFuture
+from kafka_ha.client.future import RecordFuture, RecordMetadata
 from kafka_ha.client.partitioner import DefaultPartitioner, murmur2, to_positive
 from kafka_ha.model import TopicPartition
-from kafka_ha.records.builder import Record
+from kafka_ha.records.builder import Record, build_v2_batch
+from kafka_ha.records.reader import decode_records
 
 # -- murmur2: Kafka's UtilsTest.testMurmur2 and kafka-python's Java-compatibility vectors -----
 
@@ -67,13 +68,43 @@ def leader_is(node):
     return lambda tp: node
 
 
+def test_batch_encoded_on_append_equals_the_batch_built_at_once():
+    # Out-of-order timestamps (a negative delta), null key and value, headers,
+    # and gzip: the incremental encoding must give the very same bytes.
+    records = [Record(b"k1", b"v1", 5000), Record(None, b"v2", 4000, (("h", b"x"), ("n", None))),
+               Record(b"k3", None, 7000), Record(b"", b"", 6000)]
+    for compression in ("none", "gzip"):
+        acc = RecordAccumulator(batch_size=1 << 20, linger_s=0, retry_backoff_s=0.1)
+        for r in records:
+            acc.append(TP0, r, None, now=0.0)
+        ready, _ = acc.drain(0.0, leader_is(1), set(), flushing=False)
+        (batch,) = ready[1]
+        expected = build_v2_batch(records, compression=compression)
+        if compression == "none":
+            assert batch.payload(compression) == expected
+        else:   # compressed bytes may differ between two gzip runs: compare the records
+            assert list(decode_records(batch.payload(compression))) == list(decode_records(expected))
+        assert batch.payload(compression) is batch.payload(compression)   # built once
+
+
+def test_future_runs_one_or_many_callbacks_in_order():
+    for n in (1, 2, 3):
+        future, seen = RecordFuture(), []
+        for i in range(n):
+            future.add_done_callback(lambda f, i=i: seen.append((i, f.get().offset)))
+        future.set_result(RecordMetadata(0, 7))
+        assert seen == [(i, 7) for i in range(n)]
+        future.add_done_callback(lambda f: seen.append("late"))   # already done: runs at once
+        assert seen[-1] == "late"
+
+
 def test_batch_waits_for_linger_then_goes():
     acc = RecordAccumulator(batch_size=1000, linger_s=0.010, retry_backoff_s=0.1)
     assert acc.append(TP0, Record(None, b"x"), None, now=0.0) == (True, False)
     ready, delay = acc.drain(0.004, leader_is(1), set(), flushing=False)
     assert ready == {} and delay == pytest.approx(0.006)
     ready, _ = acc.drain(0.010, leader_is(1), set(), flushing=False)
-    assert [len(b.records) for b in ready[1]] == [1]
+    assert [b.count for b in ready[1]] == [1]
 
 
 def test_full_batch_goes_at_once_and_a_new_one_opens():
@@ -85,14 +116,14 @@ def test_full_batch_goes_at_once_and_a_new_one_opens():
     assert acc.append(TP0, record, None, 0.0) == (True, True)    # overflow opened batch two
     assert acc.append(TP0, record, None, 0.0) == (False, True)   # batch two full too
     ready, _ = acc.drain(0.0, leader_is(1), set(), flushing=False)
-    assert [len(b.records) for b in ready[1]] == [2]         # one batch per partition in flight
+    assert [b.count for b in ready[1]] == [2]         # one batch per partition in flight
 
 
 def test_first_record_always_fits_even_if_larger_than_batch_size():
     acc = RecordAccumulator(batch_size=10, linger_s=60, retry_backoff_s=0.1)
     assert acc.append(TP0, Record(None, b"x" * 100), None, 0.0) == (True, True)
     ready, _ = acc.drain(0.0, leader_is(1), set(), flushing=False)
-    assert len(ready[1][0].records) == 1
+    assert ready[1][0].count == 1
 
 
 def test_one_batch_in_flight_per_partition_and_retry_keeps_order():
