@@ -15,7 +15,10 @@ the same run measures:
   same hops by plain blocking-socket processes (client -> "leader" ->
   "follower" -> "leader" -> client): what the machine itself costs.
 Each produce run is repeated (``--repeat``); the table shows the median run
-and the range.  It prints Markdown for docs/benchmarks.md.
+and the range, and the CPU time the producer and the three brokers spent per
+MB in that run: on a shared machine whose speed varies from one hour to the
+next, CPU per MB compares code changes where MB/s cannot.  It prints Markdown
+for docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -198,14 +202,41 @@ def tool(script: str, *args: str, timeout: float = 900) -> str:
 PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536")   # max.in.flight: the default, 5
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, throughput: int = -1) -> dict:
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (Linux /proc).
+
+    >>> process_cpu_seconds(os.getpid()) >= 0
+    True
+    """
+    with open(f"/proc/{pid}/stat") as f:
+        # the command name (field 2) may hold spaces: count fields after its ")"
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of the waited-for child processes (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, throughput: int = -1,
+            broker_pids: tuple[int, ...] = ()) -> dict:
+    """One perf-tool run; with ``broker_pids``, also the CPU ms per MB of the producer and brokers."""
+    producer_cpu = children_cpu_seconds()
+    broker_cpu = sum(process_cpu_seconds(pid) for pid in broker_pids)
     out = tool("kafka-producer-perf-test.sh", "--topic", topic, "--num-records", str(records),
                "--record-size", str(size), "--throughput", str(throughput), "--producer-props",
                f"bootstrap.servers={bootstrap}", f"acks={acks}", *PRODUCER_PROPS)
     m = FINAL.search(out)
     if not m:
         raise RuntimeError(f"no final line in producer perf output: {out[-500:]}")
-    return {"msgs": float(m[2]), "mb": float(m[3]), "p50": int(m[6]), "p99": int(m[8])}
+    megabytes = int(m[1]) * size / 1024 / 1024
+    producer_cpu = children_cpu_seconds() - producer_cpu
+    broker_cpu = sum(process_cpu_seconds(pid) for pid in broker_pids) - broker_cpu
+    return {"msgs": float(m[2]), "mb": float(m[3]), "p50": int(m[6]), "p99": int(m[8]),
+            "producer_ms_per_mb": 1000 * producer_cpu / megabytes,
+            "brokers_ms_per_mb": 1000 * broker_cpu / megabytes}
 
 
 def consume(bootstrap: str, topic: str, messages: int) -> dict:
@@ -247,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         serving = fetch_serving(work)
         cluster.start()
         bootstrap = cluster.bootstrap_servers
+        broker_pids = tuple(cluster.broker_pid(i) for i in cluster.broker_ids)
         for topic in ("bench-100", "bench-1k", "bench-e2e"):
             tool("kafka-topics.sh", "--zookeeper", cluster.connect_string, "--create", "--topic", topic,
                  "--partitions", "6", "--replication-factor", "3")
@@ -257,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                 for acks in ("1", "all"):
                     print(f"produce {size} B acks={acks} ...", file=sys.stderr)
                     runs.setdefault((size, acks), []).append(
-                        produce(bootstrap, topic, args.records, size, acks))
+                        produce(bootstrap, topic, args.records, size, acks, broker_pids=broker_pids))
         results = {key: median_run(r) for key, r in runs.items()}
         print("consume ...", file=sys.stderr)
         consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
@@ -282,13 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         background.kill()
         print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
         print(f"| workload (median of {args.repeat}) | msgs/s | MB/s | MB/s range | "
-              "producer latency p50 / p99 |")
-        print("|---|---:|---:|---:|---:|")
+              "producer latency p50 / p99 | CPU ms per MB: producer / 3 brokers |")
+        print("|---|---:|---:|---:|---:|---:|")
         for (size, acks), r in results.items():
             print(f"| produce {size} B, acks={acks}, RF 3 | {r['msgs']:.0f} | {r['mb']:.2f} | "
-                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['p50']} / {r['p99']} ms |")
+                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['p50']} / {r['p99']} ms | "
+                  f"{r['producer_ms_per_mb']:.0f} / {r['brokers_ms_per_mb']:.0f} |")
         print(f"| consume 1 KiB (from the leaders) | {consumed['msgs']:.0f} | {consumed['mb']:.2f} "
-              "| - | - |")
+              "| - | - | - |")
         print(f"\nend-to-end latency, 1 KiB, acks=all, with a producer at {int(peak / 10)} msgs/s "
               "(10% of the acks=all peak; whole ms, as Kafka's tool prints them):\n")
         print("| consumer | avg | p50 | p99 | p99.9 |")

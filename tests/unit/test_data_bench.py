@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
+import time
 
-from kafka_ha.tools.data_bench import relay_floor
+from kafka_ha.tools.data_bench import children_cpu_seconds, process_cpu_seconds, relay_floor
 
 
 def test_relay_floor_measures_every_message_and_leaves_no_process_behind():
@@ -13,3 +16,18 @@ def test_relay_floor_measures_every_message_and_leaves_no_process_behind():
     assert result["avg"] > 0
     # The relay processes end when the client hangs up (they are joined, not killed).
     assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+
+
+def test_cpu_accounting_sees_a_waited_child_and_a_live_process():
+    before = children_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "x = 0\nfor i in range(3_000_000): x += i"], check=True)
+    assert children_cpu_seconds() > before
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while process_cpu_seconds(burner.pid) < 0.05:     # clock ticks are 10 ms
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        burner.kill()
+        burner.wait()
