@@ -47,8 +47,9 @@ RECORD_OVERHEAD = 21
 
 def record_size(record: Record) -> int:
     size = RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
-    for h_key, h_value in record.headers:
-        size += len(h_key) + len(h_value or b"") + 2
+    if record.headers:      # most records have none: skip making an iterator (a GC-tracked object)
+        for h_key, h_value in record.headers:
+            size += len(h_key) + len(h_value or b"") + 2
     return size
 
 
