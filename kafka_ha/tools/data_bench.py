@@ -26,7 +26,6 @@ import argparse
 import multiprocessing
 import os
 import re
-import resource
 import shutil
 import socket
 import subprocess
@@ -39,6 +38,7 @@ from kafka_ha.log.segment import FileSlice
 from kafka_ha.protocol.file_region import FileRegions
 from kafka_ha.tools.controller_bench import free_ports
 from kafka_ha.tools.local_cluster import LocalCluster
+from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 FINAL = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg "
@@ -200,24 +200,6 @@ def tool(script: str, *args: str, timeout: float = 900) -> str:
 
 
 PRODUCER_PROPS = ("linger.ms=5", "batch.size=65536")   # max.in.flight: the default, 5
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process so far (Linux /proc).
-
-    >>> process_cpu_seconds(os.getpid()) >= 0
-    True
-    """
-    with open(f"/proc/{pid}/stat") as f:
-        # the command name (field 2) may hold spaces: count fields after its ")"
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_seconds() -> float:
-    """CPU time of the waited-for child processes (and theirs) so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, throughput: int = -1,

@@ -6,6 +6,7 @@ Processes are identified by pid files plus their command line, so that a stale p
 
 import ctypes
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -54,6 +55,24 @@ def pid_cmdline(pid):
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (Linux /proc).
+
+    >>> process_cpu_seconds(os.getpid()) >= 0
+    True
+    """
+    with open(f"/proc/{pid}/stat") as f:
+        # the command name (field 2) may hold spaces: count fields after its ")"
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of the waited-for child processes (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def read_pid(path):

@@ -1,4 +1,4 @@
-"""The data benchmark's same-run baselines (real processes on loopback)."""
+"""The data benchmark's same-run baselines (real processes on loopback) and its CPU accounting."""
 from __future__ import annotations
 
 import multiprocessing
@@ -6,7 +6,8 @@ import subprocess
 import sys
 import time
 
-from kafka_ha.tools.data_bench import children_cpu_seconds, process_cpu_seconds, relay_floor
+from kafka_ha.tools.data_bench import relay_floor
+from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
 
 
 def test_relay_floor_measures_every_message_and_leaves_no_process_behind():
