@@ -28,13 +28,12 @@ ordering rules are testable with plain asserts:
 """
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from kafka_ha.model import TopicPartition
-from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record
+from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record, now_ms
 
 from .errors import KafkaError
 from .future import RecordFuture, RecordMetadata
@@ -84,14 +83,13 @@ class ProducerBatch:
                    added: int) -> bool:
         """Add ``record`` (``added`` = its :func:`record_size`) unless the batch is full.
 
-        ``record.timestamp_ms`` must be set (the producer stamps every record).
+        A record without a timestamp gets the current time, as in
+        :func:`build_v2_batch` (the producer stamps every record in ``send``).
         """
         if self.closed or (self.futures and self.size + added > limit):
             self.closed = True
             return False
-        stamp = record.timestamp_ms
-        if stamp is None:
-            stamp = int(time.time() * 1000)
+        stamp = now_ms() if record.timestamp_ms is None else record.timestamp_ms
         if not self.futures:
             self.base_timestamp = self.max_timestamp = stamp
         elif stamp > self.max_timestamp:

@@ -27,7 +27,7 @@ from gevent.event import Event
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.records.builder import Record
+from kafka_ha.records.builder import Record, now_ms
 from kafka_ha.records.format import codec_id
 
 from .accumulator import ProducerBatch, RecordAccumulator
@@ -123,7 +123,7 @@ class Producer:
         except KafkaError as exc:
             future.set_exception(exc)
             return future
-        stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        stamp = now_ms() if timestamp_ms is None else timestamp_ms
         record = Record(None if key is None else bytes(key),
                         None if value is None else bytes(value), stamp, headers)
         self._drained.clear()

@@ -35,7 +35,7 @@ class Record(NamedTuple):
     headers: tuple = ()            # ((str key, bytes | None value), ...); v2 only
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
@@ -70,7 +70,7 @@ def build_v2_batch(records: Sequence[Record], base_offset: int = 0, compression:
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
-    default_ts = _now_ms() if timestamp_ms is None else timestamp_ms
+    default_ts = now_ms() if timestamp_ms is None else timestamp_ms
     stamps = [default_ts if r.timestamp_ms is None else r.timestamp_ms for r in records]
     base_ts = stamps[0]
     body = b"".join(encode_v2_record(r, i, ts - base_ts)
@@ -127,7 +127,7 @@ def build_legacy_message_set(records: Sequence[Record], magic: int = 1, compress
     codec = codec_id(compression)
     if codec == CODEC_ZSTD:
         raise ValueError("zstd needs magic 2")
-    default_ts = _now_ms() if timestamp_ms is None else timestamp_ms
+    default_ts = now_ms() if timestamp_ms is None else timestamp_ms
     stamps = [-1 if magic == MAGIC_V0 else (default_ts if r.timestamp_ms is None else r.timestamp_ms)
               for r in records]
     if codec == 0:
