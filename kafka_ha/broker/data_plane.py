@@ -24,10 +24,20 @@ from kafka_ha.records.errors import RecordsError
 log = logging.getLogger(__name__)
 
 CONSUMER, DEBUG_CONSUMER = -1, -2
+
 VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
+
+
+def reads_up_to_leo(replica_id: int) -> bool:
+    """Followers and the debug consumer read up to the LEO; consumers only below the HW.
+
+    >>> [reads_up_to_leo(r) for r in (2, CONSUMER, DEBUG_CONSUMER)]
+    [True, False, True]
+    """
+    return replica_id >= 0 or replica_id == DEBUG_CONSUMER
 
 
 class DataPlane:
@@ -113,7 +123,7 @@ class DataPlane:
                     p.on_follower_fetch(replica_id, offset)
         max_total = request.get("max_bytes", 0x7FFFFFFF)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
-        up_to_leo = replica_id >= 0 or replica_id == DEBUG_CONSUMER
+        up_to_leo = reads_up_to_leo(replica_id)
         while True:
             entries, total, errors = self._read_all(wanted, replica_id, max_total, version)
             remaining = deadline - time.monotonic()
@@ -200,7 +210,7 @@ class DataPlane:
             return entry
         entry["high_watermark"] = p.high_watermark
         # Consumers read committed data only; followers (and the debug consumer) up to the LEO.
-        max_offset = None if replica_id >= 0 or replica_id == DEBUG_CONSUMER else p.high_watermark
+        max_offset = None if reads_up_to_leo(replica_id) else p.high_watermark
         if offset == (p.log.log_end_offset if max_offset is None else max_offset):
             return entry  # caught up: the common case of an idle follower's fetch
         try:
