@@ -17,8 +17,8 @@ import random
 import sys
 import time
 
-from kafka_ha.client.cli import (consumer_kwargs, read_properties_file, run_reporting_errors,
-                                 warn_unknown)
+from kafka_ha.client.cli import (consumer_kwargs, random_bytes, read_properties_file,
+                                 run_reporting_errors, warn_unknown)
 from kafka_ha.client.consumer import Consumer
 from kafka_ha.client.producer import Producer
 
@@ -29,24 +29,6 @@ POLL_TIMEOUT_MS = 60000
 
 class LatencyTestError(Exception):
     """The test itself failed (timeout, wrong message): Kafka throws, we exit 1."""
-
-
-# Each byte value maps to an upper-case letter (A-Z), nearly uniformly.
-_LETTERS = bytes(65 + b % 26 for b in range(256))
-
-
-def random_bytes(rng: random.Random, length: int) -> bytes:
-    """``length`` random upper-case letters, as Kafka's tool sends
-    (``Array.fill(len)((random.nextInt(26) + 65).toByte)``).
-
-    One call for the whole message: drawing a letter per byte in Python cost
-    0.5 ms of CPU per 1 KiB message, taken from the brokers being measured.
-
-    >>> m = random_bytes(random.Random(0), 1000)
-    >>> len(m), set(m) <= set(range(65, 91)), len(set(m)) == 26
-    (1000, True, True)
-    """
-    return rng.randbytes(length).translate(_LETTERS)
 
 
 def java_double(value: float) -> str:

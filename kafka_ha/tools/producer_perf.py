@@ -16,8 +16,8 @@ import time
 import gevent
 
 from kafka_ha.client.cli import (ToolArgumentParser, UsageError, parse_properties,
-                                 producer_kwargs, read_properties_file, run_reporting_errors,
-                                 warn_unknown)
+                                 producer_kwargs, random_bytes, read_properties_file,
+                                 run_reporting_errors, warn_unknown)
 from kafka_ha.client.future import RecordFuture
 from kafka_ha.client.producer import Producer
 
@@ -138,7 +138,7 @@ def load_payloads(args) -> list[bytes]:
         return payloads
     # Kafka fills one payload with random uppercase letters and reuses it.
     rng = random.Random()
-    return [bytes(rng.randrange(26) + 65 for _ in range(args.record_size))]
+    return [random_bytes(rng, args.record_size)]
 
 
 def producer_config(args) -> dict:
