@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import gevent
 
-from kafka_ha.broker.partition import Partition
+from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
+from kafka_ha.broker.partition import Partition, now_ms
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
@@ -29,6 +30,7 @@ VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
+SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
 
 def reads_up_to_leo(replica_id: int) -> bool:
@@ -42,9 +44,11 @@ def reads_up_to_leo(replica_id: int) -> bool:
 
 class DataPlane:
     def __init__(self, broker_id: int, partitions: dict[TopicPartition, Partition],
-                 topic_exists: Callable[[str], bool], max_message_bytes: Callable[[str], int]) -> None:
+                 topic_exists: Callable[[str], bool], max_message_bytes: Callable[[str], int],
+                 fetch_sessions: FetchSessionCache | None = None) -> None:
         self.broker_id = broker_id
         self.partitions = partitions
+        self.fetch_sessions = fetch_sessions or FetchSessionCache()
         self._topic_exists = topic_exists
         self._max_message_bytes = max_message_bytes
 
@@ -114,8 +118,16 @@ class DataPlane:
             # Kafka 0.11-2.x fails to parse such a request and closes the connection;
             # a per-partition error tells the client what is wrong instead.
             entries = [(tp, {"partition_index": tp.partition, "error_code": ErrorCode.INVALID_REQUEST,
-                             "high_watermark": -1, "records": b""}) for tp, _, _ in wanted]
+                             "high_watermark": -1, "log_start_offset": -1, "records": b""})
+                       for tp, _, _ in wanted]
             return self._fetch_response(entries, version)
+        context = self._fetch_context(request, version, wanted)
+        if context.error:
+            return self._fetch_response([], version, context.error)
+        # In a session, every partition is read and counts as the follower's
+        # fetch, listed in this request or not: an idle partition's follower
+        # stays caught up, and its long poll still waits on all of them.
+        wanted = context.wanted
         if replica_id >= 0:
             for tp, offset, _ in wanted:
                 p = self.partitions.get(tp)
@@ -138,10 +150,25 @@ class DataPlane:
             # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
             # only the final answer is converted, once.
             self._down_convert(entries, wanted, magic_for_fetch_version(version), max_total)
-        return self._fetch_response(entries, version)
+        session_id = NO_SESSION
+        if context.incremental:
+            entries = context.session.select(entries)
+            session_id = context.session.session_id
+        elif context.new_session:
+            session_id = self.fetch_sessions.open(context, replica_id, entries, now_ms())
+        return self._fetch_response(entries, version, session_id=session_id)
+
+    def _fetch_context(self, request: dict[str, Any], version: int, wanted: list) -> FetchContext:
+        if version < SESSION_FETCH_VERSION:
+            return FetchContext(wanted)
+        forgotten = [TopicPartition(t["topic"], p) for t in request["forgotten_topics_data"]
+                     for p in t["partitions"]]
+        return self.fetch_sessions.context(request["replica_id"], request["session_id"],
+                                           request["session_epoch"], wanted, forgotten, now_ms())
 
     @staticmethod
-    def _fetch_response(entries: list, version: int) -> dict[str, Any]:
+    def _fetch_response(entries: list, version: int, error: int = ErrorCode.NONE,
+                        session_id: int = NO_SESSION) -> dict[str, Any]:
         by_topic: dict[str, list] = {}
         for tp, entry in entries:
             if version >= 4:
@@ -153,6 +180,8 @@ class DataPlane:
                                                   for t, ps in by_topic.items()]}
         if version >= 1:
             response["throttle_time_ms"] = 0
+        if version >= SESSION_FETCH_VERSION:
+            response["error_code"], response["session_id"] = error, session_id
         return response
 
     @staticmethod
@@ -200,7 +229,7 @@ class DataPlane:
         """One partition's entry; ``as_stored`` readers may get the records as
         FileRegions (sent with sendfile), the others need bytes to convert."""
         entry: dict[str, Any] = {"partition_index": tp.partition, "error_code": ErrorCode.NONE,
-                                 "high_watermark": -1, "records": b""}
+                                 "high_watermark": -1, "log_start_offset": -1, "records": b""}
         p, error = self._partition(tp)
         if p is None:
             entry["error_code"] = error
@@ -209,6 +238,7 @@ class DataPlane:
             entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
             return entry
         entry["high_watermark"] = p.high_watermark
+        entry["log_start_offset"] = p.log.log_start_offset
         # Consumers read committed data only; followers (and the debug consumer) up to the LEO.
         max_offset = None if reads_up_to_leo(replica_id) else p.high_watermark
         if offset == (p.log.log_end_offset if max_offset is None else max_offset):

@@ -14,6 +14,7 @@ from typing import Callable
 import gevent
 from gevent.event import Event
 
+from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.model import BrokerEndpoint, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
@@ -21,7 +22,7 @@ from kafka_ha.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 4
+FETCH_VERSION = 7   # with incremental fetch sessions (KIP-227)
 EPOCH_VERSION = 1
 BACKOFF_S = 0.5
 
@@ -37,6 +38,7 @@ class ReplicaFetcher:
         self.needs_truncation: set[TopicPartition] = set()
         self.fetching: set[TopicPartition] = set()
         self._conn: BrokerConnection | None = None
+        self._session = FetchSessionHandler()
         self._wakeup = Event()
         self._greenlet = gevent.spawn(self._run)
 
@@ -139,21 +141,39 @@ class ReplicaFetcher:
     # ---- fetching -------------------------------------------------------
 
     def _fetch(self) -> None:
-        by_topic: dict[str, list[dict]] = {}
+        wanted, partitions = {}, {}
         for tp in sorted(self.fetching):
             p = self._partition_of(tp)
             if p is None:
                 self.fetching.discard(tp)
                 continue
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition": tp.partition, "fetch_offset": p.log.log_end_offset,
-                 "partition_max_bytes": self._max_bytes})
-        if not by_topic:
+            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes), p
+        if not wanted:
             return
-        response = self._request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": self.broker_id, "max_wait_ms": self._max_wait_ms,
-            "min_bytes": self._min_bytes, "max_bytes": self._max_bytes * 16, "isolation_level": 0,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+        session_id, epoch, changed, forgotten = self._session.build(wanted)
+        by_topic: dict[str, list[dict]] = {}
+        for tp, (offset, max_bytes) in changed:
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "fetch_offset": offset,
+                 "log_start_offset": partitions[tp].log.log_start_offset, "partition_max_bytes": max_bytes})
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
+        try:
+            response = self._request(ApiKey.FETCH, FETCH_VERSION, {
+                "replica_id": self.broker_id, "max_wait_ms": self._max_wait_ms,
+                "min_bytes": self._min_bytes, "max_bytes": self._max_bytes * 16, "isolation_level": 0,
+                "session_id": session_id, "session_epoch": epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in forgotten_by_topic.items()]})
+        except BaseException:
+            self._session.handle_failure()   # served or not, we cannot tell
+            raise
+        if not self._session.handle_response(response["error_code"], response["session_id"]):
+            log.info("Broker %d: fetch session with broker %d lost (%s); starting a new one",
+                     self.broker_id, self.source.broker_id, ErrorCode(response["error_code"]).name)
+            return
         backoff = False
         for topic in response["responses"]:
             for entry in topic["partitions"]:

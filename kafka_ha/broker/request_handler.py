@@ -12,7 +12,7 @@ from kafka_ha.broker.data_plane import DataPlane
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
-from kafka_ha.protocol.api import SUPPORTED_VERSIONS, ApiKey
+from kafka_ha.protocol.api import ADVERTISED_VERSIONS, ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import RequestHeader, decode_request_body
 from kafka_ha.protocol.primitives import ProtocolError, Reader
@@ -72,7 +72,7 @@ class RequestHandler:
 
     def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         keys = [{"api_key": int(k), "min_version": lo, "max_version": hi}
-                for k, (lo, hi) in SUPPORTED_VERSIONS.items() if k in self.apis]
+                for k, (lo, hi) in ADVERTISED_VERSIONS.items() if k in self.apis]
         return {"error_code": ErrorCode.NONE, "api_keys": keys, "throttle_time_ms": 0}
 
     def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:

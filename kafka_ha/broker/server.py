@@ -19,6 +19,7 @@ from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.metadata_cache import MetadataCache
@@ -74,7 +75,9 @@ class KafkaServer:
         me = BrokerEndpoint(self.broker_id, adv_host, adv_port)
         data_plane = DataPlane(self.broker_id, self.replica_manager.partitions,
                                lambda t: t in self.metadata.partitions,
-                               self.topic_configs.max_message_bytes)
+                               self.topic_configs.max_message_bytes,
+                               FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
+                                                 cfg["min.incremental.fetch.session.eviction.ms"]))
         self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
                                       GroupOffsets(self.zk, me), self._auto_create_topics,
                                       self._controlled_shutdown_request)

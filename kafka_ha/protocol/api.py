@@ -177,14 +177,36 @@ _define(ApiKey.FETCH, range(3, 4),
 # aborted_transactions after high_watermark.  v4 readers get magic 2 data;
 # older ones get it down-converted (wire-protocol.md §6).
 _ABORTED_TRANSACTION = Struct(("producer_id", INT64), ("first_offset", INT64))
-_define(ApiKey.FETCH, range(4, 5),
-        Struct(*_FETCH_PREFIX, ("max_bytes", INT32), ("isolation_level", INT8), _FETCH_TOPICS),
-        Struct(_THROTTLE, ("responses", Array(Struct(
-            ("topic", STRING), ("partitions", Array(Struct(
-                ("partition_index", INT32), ("error_code", INT16), ("high_watermark", INT64),
-                ("last_stable_offset", INT64),
-                ("aborted_transactions", Array(_ABORTED_TRANSACTION, nullable=True)),
-                ("records", NULLABLE_BYTES)))))))))
+_FETCH_V4_PREFIX = (*_FETCH_PREFIX, ("max_bytes", INT32), ("isolation_level", INT8))
+
+
+def _fetched_v4(*log_start: tuple) -> tuple:
+    return ("responses", Array(Struct(
+        ("topic", STRING), ("partitions", Array(Struct(
+            ("partition_index", INT32), ("error_code", INT16), ("high_watermark", INT64),
+            ("last_stable_offset", INT64), *log_start,
+            ("aborted_transactions", Array(_ABORTED_TRANSACTION, nullable=True)),
+            ("records", NULLABLE_BYTES)))))))
+
+
+_define(ApiKey.FETCH, range(4, 5), Struct(*_FETCH_V4_PREFIX, _FETCH_TOPICS),
+        Struct(_THROTTLE, _fetched_v4()))
+# v5 (KIP-107) adds log_start_offset per partition, in the request (the
+# follower's) and the response (the leader's); v6 is v5 again.
+_LOG_START = ("log_start_offset", INT64)
+_FETCH_TOPICS_V5 = ("topics", Array(Struct(("topic", STRING), ("partitions", Array(Struct(
+    ("partition", INT32), ("fetch_offset", INT64), _LOG_START, ("partition_max_bytes", INT32)))))))
+_define(ApiKey.FETCH, range(5, 7), Struct(*_FETCH_V4_PREFIX, _FETCH_TOPICS_V5),
+        Struct(_THROTTLE, _fetched_v4(_LOG_START)))
+# v7 (KIP-227, incremental fetch sessions): the request names a session and its
+# epoch and lists only the partitions that changed, plus the ones to forget; the
+# response carries a top-level error and the session id, and only the
+# partitions with something new (broker/fetch_sessions.py).
+_define(ApiKey.FETCH, range(7, 8),
+        Struct(*_FETCH_V4_PREFIX, ("session_id", INT32), ("session_epoch", INT32),
+               _FETCH_TOPICS_V5, ("forgotten_topics_data", Array(Struct(
+                   ("topic", STRING), ("partitions", Array(INT32)))))),
+        Struct(_THROTTLE, ("error_code", INT16), ("session_id", INT32), _fetched_v4(_LOG_START)))
 
 # -- ListOffsets (2), §7 ------------------------------------------------------
 
@@ -257,6 +279,14 @@ def _version_table() -> dict[ApiKey, tuple[int, int]]:
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = _version_table()
 
+# Served to anyone, but not advertised in ApiVersions: Fetch v5-v7 exist for our
+# own replica fetchers (v7's incremental sessions).  Clients infer the broker's
+# release from what it advertises; with Fetch v7 kafka-python takes us for Kafka
+# 1.1 and turns on its idempotent producer, whose InitProducerId we do not serve.
+_ADVERTISED_MAX = {ApiKey.FETCH: 4}
+ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    key: (lo, min(hi, _ADVERTISED_MAX.get(key, hi))) for key, (lo, hi) in SUPPORTED_VERSIONS.items()}
+
 
 def is_supported(api_key: int, api_version: int) -> bool:
     """Whether a schema exists for this request key and version."""
@@ -273,6 +303,6 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def api_versions_entries() -> list[dict[str, int]]:
-    """The ``api_keys`` array of an ApiVersions response, from SUPPORTED_VERSIONS."""
+    """The ``api_keys`` array of an ApiVersions response, from ADVERTISED_VERSIONS."""
     return [{"api_key": int(key), "min_version": lo, "max_version": hi}
-            for key, (lo, hi) in SUPPORTED_VERSIONS.items()]
+            for key, (lo, hi) in ADVERTISED_VERSIONS.items()]

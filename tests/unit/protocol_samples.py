@@ -72,6 +72,12 @@ def _fetch_request(version: int) -> dict:
         body["max_bytes"] = 52428800
     if version >= 4:
         body["isolation_level"] = 1
+    if version >= 5:
+        for partition in body["topics"][0]["partitions"]:
+            partition["log_start_offset"] = 3
+    if version >= 7:
+        body.update(session_id=123, session_epoch=4,
+                    forgotten_topics_data=[{"topic": "refunds", "partitions": [2, 5]}])
     return body
 
 
@@ -86,6 +92,11 @@ def _fetch_response(version: int) -> dict:
         first.update(last_stable_offset=100, aborted_transactions=[
             {"producer_id": 7, "first_offset": 90}])
         second.update(last_stable_offset=-1, aborted_transactions=None)
+    if version >= 5:
+        first.update(log_start_offset=10)
+        second.update(log_start_offset=-1)
+    if version >= 7:
+        body.update(error_code=0, session_id=123)
     return body
 
 
@@ -134,7 +145,7 @@ REQUESTS = {
         {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
                                               {"index": 1, "records": None}]}]}
        for v in range(3)},
-    **{(K.FETCH, v): _fetch_request(v) for v in range(5)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(8)},
     (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
     (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
@@ -160,7 +171,7 @@ RESPONSES = {
     (K.OFFSETS_FOR_LEADER_EPOCH, 1): {"topics": [{"topic": "orders", "partitions": [
         {"error_code": 0, "partition": 3, "leader_epoch": 5, "end_offset": 120}]}]},
     **{(K.PRODUCE, v): produce_response(v) for v in range(3)},
-    **{(K.FETCH, v): _fetch_response(v) for v in range(5)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(8)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
     (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [

@@ -6,7 +6,8 @@ import struct
 import pytest
 
 from kafka_ha.protocol.api import (
-    REQUEST_SCHEMAS, RESPONSE_SCHEMAS, SUPPORTED_VERSIONS, ApiKey, request_header_version)
+    ADVERTISED_VERSIONS, REQUEST_SCHEMAS, RESPONSE_SCHEMAS, SUPPORTED_VERSIONS, ApiKey,
+    request_header_version)
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError, UnsupportedVersion
 from kafka_ha.protocol.framing import (
     RequestHeader, decode_request, decode_request_body, decode_response,
@@ -25,7 +26,11 @@ K = ApiKey
 def test_every_schema_has_a_sample_and_versions_table_matches():
     assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
     assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 2)
-    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 4)
+    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 7)
+    # v5-v7 are for our replica fetchers; clients are offered up to v4
+    assert ADVERTISED_VERSIONS[K.FETCH] == (0, 4)
+    assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k != K.FETCH} == \
+        {k: v for k, v in SUPPORTED_VERSIONS.items() if k != K.FETCH}
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
@@ -119,6 +124,24 @@ LAYOUT_CASES = [
      i32(0) + i32(1) + s("t") + i32(2)
      + i32(0) + i16(0) + i64(9, 9) + i32(1) + i64(3, 4) + i32(2) + b"xy"
      + i32(1) + i16(6) + i64(-1, -1) + i32(-1) + i32(-1)),
+    # KIP-227: the session fields follow isolation_level; log_start_offset sits
+    # between fetch_offset and partition_max_bytes; forgotten topics come last.
+    ("fetch-v7-request-session", REQUEST_SCHEMAS[(K.FETCH, 7)],
+     {"replica_id": 2, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1024, "isolation_level": 0,
+      "session_id": 77, "session_epoch": 3,
+      "topics": [{"topic": "t", "partitions": [
+          {"partition": 0, "fetch_offset": 7, "log_start_offset": 2, "partition_max_bytes": 512}]}],
+      "forgotten_topics_data": [{"topic": "u", "partitions": [1]}]},
+     i32(2, 500, 1, 1024) + b"\x00" + i32(77, 3) + i32(1) + s("t") + i32(1) + i32(0) + i64(7, 2)
+     + i32(512) + i32(1) + s("u") + i32(1, 1)),
+    # The v7 response: error_code and session_id after the throttle time;
+    # log_start_offset after last_stable_offset.
+    ("fetch-v7-response-session", RESPONSE_SCHEMAS[(K.FETCH, 7)],
+     {"throttle_time_ms": 0, "error_code": 0, "session_id": 77, "responses": [{"topic": "t", "partitions": [
+         {"partition_index": 0, "error_code": 0, "high_watermark": 9, "last_stable_offset": 9,
+          "log_start_offset": 4, "aborted_transactions": None, "records": b"xy"}]}]},
+     i32(0) + i16(0) + i32(77) + i32(1) + s("t") + i32(1)
+     + i32(0) + i16(0) + i64(9, 9, 4) + i32(-1) + i32(2) + b"xy"),
     ("produce-v2-response", RESPONSE_SCHEMAS[(K.PRODUCE, 2)],
      {"responses": [{"name": "t", "partition_responses": [
          {"index": 0, "error_code": 0, "base_offset": 100, "log_append_time_ms": -1}]}],

@@ -1,0 +1,194 @@
+"""Incremental fetch sessions, the leader's side (KIP-227, Fetch v7).
+
+A follower fetches every partition it replicates from a leader in one request,
+hundreds of them on a real cluster, and most have nothing new.  With a session
+the leader remembers each partition's fetch position, so a request lists only
+the partitions whose position changed, and a response only the partitions with
+records, a moved high watermark or log start, or an error.
+
+How a request's ``session_id`` and ``session_epoch`` are read (Kafka's
+FetchMetadata):
+
+- epoch 0 (INITIAL): a full fetch that opens a new session; a non-zero
+  ``session_id`` names an old session to close first;
+- epoch -1 (FINAL): a full fetch without a session (and closes the named one);
+- any other epoch: an incremental fetch of the named session, which must be the
+  epoch the session expects next, else INVALID_FETCH_SESSION_EPOCH;
+  FETCH_SESSION_ID_NOT_FOUND if the session is gone (evicted, or the broker
+  restarted).  Either way the fetcher starts over with a full fetch.
+
+Everything here is in memory and runs between two I/O points of one greenlet;
+the cache holds at most ``max_slots`` sessions, evicting the least recently used
+one that has been idle for ``min_eviction_ms`` (a follower's session may evict
+any consumer's).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+NO_SESSION = 0
+_INT32_MAX = 0x7FFFFFFF
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch a session expects after ``epoch`` (wraps to 1, never to 0).
+
+    >>> next_epoch(0), next_epoch(41), next_epoch(0x7FFFFFFF)
+    (1, 42, 1)
+    """
+    return 1 if epoch >= _INT32_MAX else epoch + 1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """One session partition: the request's position and what the last response said."""
+
+    fetch_offset: int
+    max_bytes: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+    def record_response(self, entry: dict[str, Any]) -> bool:
+        """Remember this answer; True if an incremental response must carry it.
+
+        >>> c = CachedPartition(5, 100)
+        >>> e = {"error_code": 0, "records": b"", "high_watermark": 5, "log_start_offset": 0}
+        >>> c.record_response(e), c.record_response(e), c.record_response({**e, "records": b"x"})
+        (True, False, True)
+        """
+        hw, start = entry["high_watermark"], entry.get("log_start_offset", -1)
+        changed = hw != self.high_watermark or start != self.log_start_offset
+        self.high_watermark, self.log_start_offset = hw, start
+        return changed or entry["error_code"] != ErrorCode.NONE or bool(entry["records"])
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    session_id: int
+    replica_id: int
+    epoch: int                        # the epoch the next incremental request must carry
+    last_used_ms: int
+    # In fetch order; partitions that returned records move to the back, so that
+    # under max_bytes the others get their turn (as Kafka's sessions do).
+    partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+    def wanted(self) -> list[tuple[TopicPartition, int, int]]:
+        """What to read for this fetch: every partition of the session."""
+        return [(tp, c.fetch_offset, c.max_bytes) for tp, c in self.partitions.items()]
+
+    def apply(self, changed: Iterable[tuple[TopicPartition, int, int]],
+              forgotten: Iterable[TopicPartition]) -> None:
+        """An incremental request: partitions added or moved, and those to drop."""
+        for tp in forgotten:
+            self.partitions.pop(tp, None)
+        for tp, offset, max_bytes in changed:
+            cached = self.partitions.get(tp)
+            if cached is None:
+                self.partitions[tp] = CachedPartition(offset, max_bytes)
+            else:
+                cached.fetch_offset, cached.max_bytes = offset, max_bytes
+
+    def select(self, entries: list[tuple[TopicPartition, dict]]) -> list[tuple[TopicPartition, dict]]:
+        """The entries an incremental response carries; rotates those with records to the back."""
+        chosen = []
+        for tp, entry in entries:
+            cached = self.partitions.get(tp)
+            if cached is None or not cached.record_response(entry):
+                continue
+            chosen.append((tp, entry))
+            if entry["records"]:
+                self.partitions[tp] = self.partitions.pop(tp)
+        return chosen
+
+    def remember(self, entries: list[tuple[TopicPartition, dict]]) -> None:
+        """A full response: every partition's answer is the baseline for the next ones."""
+        for tp, entry in entries:
+            cached = self.partitions.get(tp)
+            if cached is not None:
+                cached.record_response(entry)
+
+
+@dataclass(slots=True)
+class FetchContext:
+    """How one Fetch request is served: what to read, and how to shape the answer."""
+
+    wanted: list[tuple[TopicPartition, int, int]]
+    session: FetchSession | None = None      # incremental: the session being fetched
+    new_session: bool = False                # full fetch that opens a session if it can
+    error: int = ErrorCode.NONE
+
+    @property
+    def incremental(self) -> bool:
+        return self.session is not None and not self.new_session
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int = 1000, min_eviction_ms: int = 120_000,
+                 rng: random.Random | None = None) -> None:
+        self.max_slots = max_slots
+        self.min_eviction_ms = min_eviction_ms
+        self.sessions: dict[int, FetchSession] = {}
+        self._rng = rng or random.Random()
+
+    def context(self, replica_id: int, session_id: int, epoch: int,
+                requested: list[tuple[TopicPartition, int, int]], forgotten: list[TopicPartition],
+                now_ms: int) -> FetchContext:
+        """Resolve a v7 request's session fields (see the module docstring)."""
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != NO_SESSION:
+                self.sessions.pop(session_id, None)
+            return FetchContext(requested, new_session=epoch == INITIAL_EPOCH)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch or session.replica_id != replica_id:
+            return FetchContext([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        # The epoch moves now, not at the response: a duplicate of this request
+        # (a retry racing the original) is refused rather than served twice.
+        session.epoch = next_epoch(epoch)
+        session.last_used_ms = now_ms
+        session.apply(requested, forgotten)
+        return FetchContext(session.wanted(), session=session)
+
+    def open(self, context: FetchContext, replica_id: int, entries: list[tuple[TopicPartition, dict]],
+             now_ms: int) -> int:
+        """After a full fetch that asked for a session: create it if there is room; its id or 0."""
+        if not self._make_room(replica_id >= 0, now_ms):
+            return NO_SESSION
+        session_id = self._new_id()
+        session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH), now_ms,
+                               {tp: CachedPartition(offset, max_bytes)
+                                for tp, offset, max_bytes in context.wanted})
+        session.remember(entries)
+        self.sessions[session_id] = session
+        return session_id
+
+    def _make_room(self, for_follower: bool, now_ms: int) -> bool:
+        if self.max_slots <= 0:
+            return False
+        if len(self.sessions) < self.max_slots:
+            return True
+        idle = [s for s in self.sessions.values()
+                if now_ms - s.last_used_ms >= self.min_eviction_ms
+                or (for_follower and not s.is_follower)]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda s: (s.is_follower, s.last_used_ms))
+        del self.sessions[victim.session_id]
+        return True
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._rng.randint(1, _INT32_MAX)
+            if session_id not in self.sessions:
+                return session_id
