@@ -129,10 +129,11 @@ class DataPlane:
         # stays caught up, and its long poll still waits on all of them.
         wanted = context.wanted
         if replica_id >= 0:
+            now = now_ms()
             for tp, offset, _ in wanted:
                 p = self.partitions.get(tp)
                 if p is not None:
-                    p.on_follower_fetch(replica_id, offset)
+                    p.on_follower_fetch(replica_id, offset, now)
         max_total = request.get("max_bytes", 0x7FFFFFFF)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
         up_to_leo = reads_up_to_leo(replica_id)

@@ -145,19 +145,21 @@ class Partition:
 
     # ---- leader: follower fetches ------------------------------------------
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: its LEO. May advance the HW or grow the ISR."""
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> None:
+        """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return
-        replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now_ms())
+        replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now)
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset):
             self.joining.add(replica_id)
             self._isr_writer.spawn_change(self, self.isr + (replica_id,),
                                           f"follower {replica_id} caught up to offset {fetch_offset}",
                                           on_done=lambda: self.joining.discard(replica_id))
-        if self._maybe_advance_hw():
+        # The HW never passes the LEO, so a fully replicated partition (every idle
+        # partition of every follower fetch) has nothing to recompute.
+        if self.high_watermark < self.log.log_end_offset and self._maybe_advance_hw():
             self._notify(appended=False)
 
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:

@@ -90,7 +90,7 @@ def test_idle_fetches_carry_nothing_but_keep_every_follower_caught_up(cluster, m
     assert ok and set(answered) == set(TPS) and len(follower.requested()) == 4
     assert follower.session.session_id != 0
     later = max(partitions[tp].followers[2].last_caught_up_ms for tp in TPS) + 60_000
-    monkeypatch.setattr("kafka_ha.broker.partition.now_ms", lambda: later)
+    monkeypatch.setattr("kafka_ha.broker.data_plane.now_ms", lambda: later)
     ok, answered = follower.fetch()                       # incremental, nothing moved
     assert ok and answered == {} and follower.requested() == []
     # Every partition counted as fetched at the LEO: caught up as of this fetch.
