@@ -18,15 +18,9 @@ from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.reader import decode_records
+from tests.integration.leaders import NoIsrChanges
 
 TPS = [TopicPartition("s", p) for p in range(4)]
-
-
-class NoIsrChanges:
-    def spawn_change(self, *args, **kwargs):
-        raise AssertionError("the ISR must not change here")
-
-    change = remove = spawn_change
 
 
 @pytest.fixture

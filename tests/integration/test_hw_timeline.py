@@ -14,15 +14,9 @@ from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.reader import decode_records
+from tests.integration.leaders import NoIsrChanges
 
 TP = TopicPartition("p", 0)
-
-
-class NoIsrChanges:
-    def spawn_change(self, *args):
-        raise AssertionError("the ISR must not change in this timeline")
-
-    change = spawn_change
 
 
 @pytest.fixture
