@@ -9,7 +9,6 @@ minutes are purged, as Kafka 0.8.2's TopicConfigManager does.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable
 
 import gevent
@@ -17,6 +16,7 @@ from gevent.event import Event
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from kafka_ha.clock import now_ms
 from kafka_ha.zk import admin_znodes as azn
 from kafka_ha.zk.errors import MalformedZnode
 from kafka_ha.zk.multi_read import get_many
@@ -59,7 +59,7 @@ class ConfigChangeWatcher:
         if first or not new:
             return  # at start-up every override is read fresh anyway
         paths = [f"{azn.ConfigChangeZNode.PATH}/{c}" for c in new]
-        now_ms = int(time.time() * 1000)
+        now = now_ms()
         for path, got in get_many(self.zk, paths).items():
             if got is None:
                 continue
@@ -72,7 +72,7 @@ class ConfigChangeWatcher:
             if topic:
                 log.info("Topic %s config changed (%s)", topic, path)
                 self._on_topic_change(topic)
-            if now_ms - stat.ctime > PURGE_AFTER_MS:
+            if now - stat.ctime > PURGE_AFTER_MS:
                 try:
                     self.zk.delete(path)
                 except KazooException:

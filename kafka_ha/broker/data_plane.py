@@ -14,7 +14,8 @@ from typing import Any, Callable
 import gevent
 
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
-from kafka_ha.broker.partition import Partition, now_ms
+from kafka_ha.broker.partition import Partition
+from kafka_ha.clock import now_ms
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError

@@ -18,15 +18,12 @@ from gevent.lock import Semaphore
 
 from kafka_ha.broker import replication
 from kafka_ha.broker.replication import FollowerState
+from kafka_ha.clock import now_ms
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
 from kafka_ha.records.convert import needs_conversion, to_v2
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from gevent.event import Event
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.errors import MalformedZnode
@@ -47,7 +48,7 @@ class BrokerRegistration:
         self._our_sessions.add(session)
         deadline = time.monotonic() + self.session_timeout_s * 2 + 5
         while True:
-            data = zn.BrokerIdZNode.encode(replace(self.info, timestamp_ms=int(time.time() * 1000)))
+            data = zn.BrokerIdZNode.encode(replace(self.info, timestamp_ms=now_ms()))
             try:
                 self.zk.create(self.path, data, ephemeral=True)
                 log.info("Registered broker %d at path %s with addresses: PLAINTEXT://%s:%d",

@@ -9,7 +9,6 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable
 
 import gevent
@@ -17,6 +16,7 @@ import gevent
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
@@ -100,7 +100,7 @@ class ReplicaManager:
 
     def _run_retention(self) -> None:
         if self.log_manager is not None:
-            self.log_manager.run_retention(int(time.time() * 1000))
+            self.log_manager.run_retention(now_ms())
 
     # ---- controller requests --------------------------------------------------
 

@@ -32,8 +32,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
-from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record, now_ms
+from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record
 
 from .errors import KafkaError
 from .future import RecordFuture, RecordMetadata

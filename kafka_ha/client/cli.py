@@ -22,6 +22,8 @@ from typing import Any, BinaryIO, Callable, Iterator, NoReturn
 
 import gevent
 
+from kafka_ha.clock import now_ms
+
 from .errors import KafkaError
 
 
@@ -167,10 +169,6 @@ def java_date(ms: float, sep: str = ",", utc: bool = False) -> str:
     ms = int(ms)
     stamp = (time.gmtime if utc else time.localtime)(ms // 1000)
     return f"{time.strftime('%Y-%m-%d %H:%M:%S', stamp)}{sep}{ms % 1000:03d}"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def log_line(level: str, message: str, logger: str) -> str:

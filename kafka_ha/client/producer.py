@@ -24,10 +24,11 @@ from typing import Any, Callable
 import gevent
 from gevent.event import Event
 
+from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.records.builder import Record, now_ms
+from kafka_ha.records.builder import Record
 from kafka_ha.records.format import codec_id
 
 from .accumulator import ProducerBatch, RecordAccumulator

@@ -13,8 +13,9 @@ offsets in the ones it receives (:mod:`.validate`).
 from __future__ import annotations
 
 import struct
-import time
 from typing import NamedTuple, Sequence
+
+from kafka_ha.clock import now_ms
 
 from .compression import compress
 from .format import (CODEC_ZSTD, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_PRODUCER_ID,
@@ -33,10 +34,6 @@ class Record(NamedTuple):
     value: bytes | None
     timestamp_ms: int | None = None
     headers: tuple = ()            # ((str key, bytes | None value), ...); v2 only
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def encode_v2_record(rec: Record, offset_delta: int, timestamp_delta: int) -> bytes:

@@ -19,6 +19,7 @@ import time
 from kafka_ha.client.cli import (ToolArgumentParser, UsageError, consumer_kwargs, java_date,
                                  read_properties_file, run_reporting_errors, warn_unknown)
 from kafka_ha.client.consumer import Consumer
+from kafka_ha.clock import now_ms
 
 MB = 1024.0 * 1024.0
 EXTRA_HEADER = ", rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -157,9 +158,9 @@ def main(argv: list[str] | None = None, out=None) -> int:
         if not args.hide_header:
             print(header(args.show_detailed_stats), file=out)
         run = PerfRun(consumer, args, out)
-        start_ms = int(time.time() * 1000)
+        start_ms = now_ms()
         run.run()
-        end_ms = int(time.time() * 1000)
+        end_ms = now_ms()
         if not args.show_detailed_stats:
             print(summary_row(start_ms, end_ms, run.bytes, run.messages), file=out, flush=True)
         return 0

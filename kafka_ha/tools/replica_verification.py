@@ -33,10 +33,11 @@ from typing import Callable, Iterator, NamedTuple
 
 import gevent
 
-from kafka_ha.client.cli import ToolArgumentParser, java_date, now_ms, run_reporting_errors
+from kafka_ha.client.cli import ToolArgumentParser, java_date, run_reporting_errors
 from kafka_ha.client.cluster import ClusterMetadata, MetadataSnapshot
 from kafka_ha.client.errors import KafkaError
 from kafka_ha.client.offsets import LATEST, OffsetClient, by_topic
+from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode

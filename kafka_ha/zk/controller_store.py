@@ -9,7 +9,6 @@ since, and raises ``ControllerMoved`` so that this one resigns (KAFKA-6082).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -17,6 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
                               RolledBackError, RuntimeInconsistency, SessionExpiredError)
 
+from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
 from kafka_ha.zk.multi_read import get_children_many, get_many
@@ -85,7 +85,7 @@ class ControllerStore:
         epoch, version = self._read_epoch()
         txn = self.zk.transaction()
         txn.create(zn.ControllerZNode.PATH,
-                   zn.ControllerZNode.encode(self.broker_id, int(time.time() * 1000)),
+                   zn.ControllerZNode.encode(self.broker_id, now_ms()),
                    ephemeral=True)
         txn.set_data(zn.ControllerEpochZNode.PATH, zn.ControllerEpochZNode.encode(epoch + 1),
                      version=version)
