@@ -12,7 +12,7 @@ from typing import Any
 
 from kafka_ha.admin.assignment import parse_broker_ids
 from kafka_ha.model import TopicPartition
-from kafka_ha.zk.admin_znodes import duplicates  # noqa: F401  (the commands take it from here)
+from kafka_ha.zk.admin_znodes import duplicates
 Replicas = tuple[int, ...]
 
 

@@ -20,12 +20,12 @@ import time
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafka_ha.admin.cli import add_wait_arguments, add_zookeeper_argument, usage_error
-from kafka_ha.admin.admin_input import (ReassignCommandError, duplicates, json_or_none,
+from kafka_ha.admin.admin_input import (ReassignCommandError, json_or_none,
                                         read_file_as_string)
 from kafka_ha.admin.reassign_command import POLL_INTERVAL_S
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
-from kafka_ha.zk.admin_znodes import PreferredReplicaElectionZNode
+from kafka_ha.zk.admin_znodes import PreferredReplicaElectionZNode, duplicates
 
 ABOUT = ("This tool causes leadership for each partition to be transferred back to the "
          "'preferred replica', it can be used to balance leadership among the servers.")

@@ -26,13 +26,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, duplicates,  # noqa: F401
-                                        parse_broker_list, parse_reassignment, parse_topics_to_move,
+from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, parse_broker_list,
+                                        parse_reassignment, parse_topics_to_move,
                                         read_file_as_string, validate_reassignment)
 from kafka_ha.admin.cli import add_wait_arguments, add_zookeeper_argument, usage_error
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
+from kafka_ha.zk.admin_znodes import duplicates
 from kafka_ha.zk.znodes import to_json_bytes
 
 ACTIONS = ("generate", "execute", "verify")
