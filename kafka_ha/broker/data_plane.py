@@ -122,7 +122,8 @@ class DataPlane:
                              "high_watermark": -1, "log_start_offset": -1, "records": b""})
                        for tp, _, _ in wanted]
             return self._fetch_response(entries, version)
-        context = self._fetch_context(request, version, wanted)
+        now = now_ms()   # one clock read: the session's last use, the followers' fetch time
+        context = self._fetch_context(request, version, wanted, now)
         if context.error:
             return self._fetch_response([], version, context.error)
         # In a session, every partition is read and counts as the follower's
@@ -130,7 +131,6 @@ class DataPlane:
         # stays caught up, and its long poll still waits on all of them.
         wanted = context.wanted
         if replica_id >= 0:
-            now = now_ms()
             for tp, offset, _ in wanted:
                 p = self.partitions.get(tp)
                 if p is not None:
@@ -157,16 +157,17 @@ class DataPlane:
             entries = context.session.select(entries)
             session_id = context.session.session_id
         elif context.new_session:
-            session_id = self.fetch_sessions.open(context, replica_id, entries, now_ms())
+            session_id = self.fetch_sessions.open(context, replica_id, entries, now)
         return self._fetch_response(entries, version, session_id=session_id)
 
-    def _fetch_context(self, request: dict[str, Any], version: int, wanted: list) -> FetchContext:
+    def _fetch_context(self, request: dict[str, Any], version: int, wanted: list,
+                       now: int) -> FetchContext:
         if version < SESSION_FETCH_VERSION:
             return FetchContext(wanted)
         forgotten = [TopicPartition(t["topic"], p) for t in request["forgotten_topics_data"]
                      for p in t["partitions"]]
         return self.fetch_sessions.context(request["replica_id"], request["session_id"],
-                                           request["session_epoch"], wanted, forgotten, now_ms())
+                                           request["session_epoch"], wanted, forgotten, now)
 
     @staticmethod
     def _fetch_response(entries: list, version: int, error: int = ErrorCode.NONE,

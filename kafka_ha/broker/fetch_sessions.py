@@ -123,13 +123,13 @@ class FetchContext:
     """How one Fetch request is served: what to read, and how to shape the answer."""
 
     wanted: list[tuple[TopicPartition, int, int]]
-    session: FetchSession | None = None      # incremental: the session being fetched
+    session: FetchSession | None = None      # set for an incremental fetch: the session fetched
     new_session: bool = False                # full fetch that opens a session if it can
     error: int = ErrorCode.NONE
 
     @property
     def incremental(self) -> bool:
-        return self.session is not None and not self.new_session
+        return self.session is not None
 
 
 class FetchSessionCache:
