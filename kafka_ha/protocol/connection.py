@@ -25,6 +25,7 @@ from gevent.lock import RLock
 
 from kafka_ha.protocol.framing import decode_response, encode_request
 from kafka_ha.protocol.primitives import ProtocolError
+from kafka_ha.protocol.stream_io import FrameReader, FrameSizeError, TruncatedFrame, send_all
 
 _T = TypeVar("_T")
 DEFAULT_MAX_RESPONSE_BYTES = 100 * 1024 * 1024
@@ -79,7 +80,7 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._closed = False
         self._next_correlation_id = 0
-        self._size_buf = bytearray(4)
+        self._reader = FrameReader(0, max_response_bytes)
         self._lock = RLock()                   # held while a request is written
         self._pending: deque[_Pending] = deque()   # sent, not yet answered, in send order
         self._generation = 0                   # counts sockets: a drop fails their pending requests
@@ -215,6 +216,7 @@ class BrokerConnection:
         sock, self._sock = self._sock, None
         if sock is not None:
             self._generation += 1
+            self._reader.reset()           # buffered bytes came from the old socket
             # Requests waiting on this socket will never get their answer.
             waiting, self._pending = self._pending, deque()
             for pending in waiting:
@@ -235,24 +237,19 @@ class BrokerConnection:
         return sock
 
     def _sendall(self, frame: bytes, deadline: float) -> None:
-        self._set_timeout(deadline).sendall(frame)
+        send_all(self._set_timeout(deadline), frame, deadline)
 
     def _read_frame(self, deadline: float) -> bytearray:
-        self._recv_into(memoryview(self._size_buf), deadline)
-        size = int.from_bytes(self._size_buf, "big", signed=True)
-        # Validate before allocating: a corrupt size must not cost 2 GiB.
-        if size < 0 or size > self.max_response_bytes:
-            raise ProtocolError(
-                f"{self}: response size {size} outside 0..{self.max_response_bytes}")
-        frame = bytearray(size)
-        self._recv_into(memoryview(frame), deadline)
+        def recv_into(view: memoryview, nbytes: int) -> int:
+            return self._set_timeout(deadline).recv_into(view, nbytes)
+        try:
+            # A corrupt size is rejected before anything is allocated for it.
+            frame = self._reader.read(recv_into)
+        except TruncatedFrame as exc:
+            raise ConnectionLost(f"{self}: connection closed by peer ({exc})") from None
+        except FrameSizeError as exc:
+            raise ProtocolError(f"{self}: response size {exc.size} outside "
+                                f"0..{self.max_response_bytes}") from None
+        if frame is None:
+            raise ConnectionLost(f"{self}: connection closed by peer (0 of 4 bytes read)")
         return frame
-
-    def _recv_into(self, view: memoryview, deadline: float) -> None:
-        got, total = 0, len(view)
-        while got < total:
-            n = self._set_timeout(deadline).recv_into(view[got:], total - got)
-            if n == 0:
-                raise ConnectionLost(
-                    f"{self}: connection closed by peer ({got} of {total} bytes read)")
-            got += n

@@ -30,6 +30,7 @@ from kafka_ha.protocol.file_region import FileRegions, ShortFileRegion
 from kafka_ha.protocol.framing import (RequestHeader, decode_request, encode_response,
                                        encode_response_parts)
 from kafka_ha.protocol.primitives import ProtocolError, Reader
+from kafka_ha.protocol.stream_io import FrameReader, FrameSizeError, TruncatedFrame, send_all
 
 Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
 
@@ -73,8 +74,9 @@ class ProtocolServer:
             # As Kafka's acceptor does: a response must not wait for the ACK
             # of the previous one (Nagle), or small answers stall by tens of ms.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            reader = FrameReader(1, self.max_request_bytes)
             while True:
-                frame = self._read_frame(sock, peer)
+                frame = self._read_frame(reader, sock, peer)
                 if frame is None:
                     return
                 self._dispatch(sock, peer, frame)
@@ -86,35 +88,17 @@ class ProtocolServer:
         finally:
             sock.close()
 
-    def _read_frame(self, sock: Any, peer: str) -> bytearray | None:
+    def _read_frame(self, reader: FrameReader, sock: Any, peer: str) -> bytearray | None:
         """The next frame without its size prefix, or None on a clean EOF."""
-        size_buf = bytearray(4)
-        if not self._recv_exactly(sock, memoryview(size_buf), peer, eof_ok=True):
-            return None
-        size = int.from_bytes(size_buf, "big", signed=True)
-        # Check the size before allocating anything for the body.
-        if size <= 0 or size > self.max_request_bytes:
+        try:
+            # The size is checked before anything is allocated for the body.
+            return reader.read(sock.recv_into)
+        except FrameSizeError as exc:
             self.log.warning("closing connection from %s: invalid request size %d "
-                             "(allowed 1..%d)", peer, size, self.max_request_bytes)
-            raise _CloseConnection()
-        # A fresh buffer per frame: the handler may keep memoryview slices
-        # (records) of it beyond this request.
-        frame = bytearray(size)
-        self._recv_exactly(sock, memoryview(frame), peer, eof_ok=False)
-        return frame
-
-    def _recv_exactly(self, sock: Any, view: memoryview, peer: str, eof_ok: bool) -> bool:
-        got, total = 0, len(view)
-        while got < total:
-            n = sock.recv_into(view[got:], total - got)
-            if n == 0:
-                if got == 0 and eof_ok:
-                    return False
-                self.log.warning("closing connection from %s: EOF after %d of %d bytes",
-                                 peer, got, total)
-                raise _CloseConnection()
-            got += n
-        return True
+                             "(allowed 1..%d)", peer, exc.size, self.max_request_bytes)
+        except TruncatedFrame as exc:
+            self.log.warning("closing connection from %s: %s", peer, exc)
+        raise _CloseConnection()
 
     def _dispatch(self, sock: Any, peer: str, frame: bytearray) -> None:
         try:
@@ -124,7 +108,7 @@ class ProtocolServer:
                              peer, exc)
             raise _CloseConnection() from None
         if not is_supported(header.api_key, header.api_version):
-            sock.sendall(self._unsupported(header, peer))
+            send_all(sock, self._unsupported(header, peer))
             return
         try:
             result = self.handler(header, body)
@@ -146,9 +130,9 @@ class ProtocolServer:
         self._send(sock, peer, parts)
 
     def _send(self, sock: Any, peer: str, parts: list) -> None:
-        """Write one response: buffers with sendall, file regions with sendfile."""
+        """Write one response: buffers with send_all, file regions with sendfile."""
         if len(parts) == 1:
-            sock.sendall(parts[0])
+            send_all(sock, parts[0])
             return
         # Corked, the buffers and regions leave as full segments, not as one
         # small packet per partition header.
@@ -158,7 +142,7 @@ class ProtocolServer:
                 if isinstance(part, FileRegions):
                     part.send_to(sock)
                 elif part:
-                    sock.sendall(part)
+                    send_all(sock, part)
         except ShortFileRegion as exc:
             # The size prefix promised bytes a truncation has since removed.
             self.log.warning("closing connection from %s: log truncated while its "
