@@ -31,6 +31,7 @@ INDEX_ENTRY = struct.Struct(">ii")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 MAX_SEGMENT_BYTES = 2**31 - 1      # positions are i32 in the index
 SCAN_CHUNK = 8 * 1024              # header scans read this much at a time
+TAIL_ENTRIES = 256                 # bound of the in-memory index of the tail (see _recent_offsets)
 RECOVERY_CHUNK = 1 << 20           # recovery reads (and CRC-checks) this much at a time
 
 
@@ -91,6 +92,13 @@ class LogSegment:
         self._offsets: list[int] = []      # absolute first offsets of indexed appends
         self._positions: list[int] = []
         self._bytes_since_index = 0
+        # Where each append of this process began since the last index entry
+        # (an entry boundary; an append may hold several entries): a denser
+        # in-memory index of the tail, where followers and consumers read, so
+        # reads there scan few or no headers.  At most TAIL_ENTRIES; truncation
+        # and recovery empty it.
+        self._recent_offsets: list[int] = []   # first offset of each append
+        self._recent_positions: list[int] = []
         self.next_offset = base_offset
         self.largest_timestamp = -1        # of the entries this process has seen
         self.tail_damaged = False          # a partial or corrupt tail: needs recover()
@@ -126,8 +134,13 @@ class LogSegment:
                              f"(next offset {self.next_offset})")
         if self._bytes_since_index > self.index_interval_bytes:
             self._add_index(first_offset, self._size)
+        position = self._size
         _write_all(self.fd, buffer)
         self._size += len(buffer)
+        if len(self._recent_offsets) >= TAIL_ENTRIES or self._bytes_since_index == 0:
+            self._forget_recent()                 # the index covers what came before
+        self._recent_offsets.append(first_offset)
+        self._recent_positions.append(position)
         self._bytes_since_index += len(buffer)
         self.next_offset = last_offset + 1
         self.largest_timestamp = max(self.largest_timestamp, max_timestamp)
@@ -166,8 +179,14 @@ class LogSegment:
 
     # --- scanning ------------------------------------------------------------------------------
 
+    def _forget_recent(self) -> None:
+        self._recent_offsets, self._recent_positions = [], []
+
     def _lookup(self, offset: int) -> int:
         """A position at or before the entry holding ``offset`` (0 if none indexed)."""
+        recent = self._recent_offsets
+        if recent and offset >= recent[0]:
+            return self._recent_positions[bisect.bisect_right(recent, offset) - 1]
         i = bisect.bisect_right(self._offsets, offset)
         return self._positions[i - 1] if i else 0
 
@@ -232,10 +251,16 @@ class LogSegment:
 
     def _whole_entries_end(self, start: int, bound: int) -> int:
         """The largest entry boundary <= ``bound`` reachable from ``start``."""
-        # Indexed positions are entry boundaries: jump to the last one in range,
-        # then scan headers only for the remainder.
-        i = bisect.bisect_right(self._positions, bound)
-        end = max(start, self._positions[i - 1]) if i else start
+        # Indexed positions and recent appends are entry boundaries: jump to the
+        # last one in range, then scan headers only for the remainder.
+        recent = self._recent_positions
+        if recent and bound >= recent[0]:
+            if bound >= self._size:
+                return self._size      # the end of this process's last append
+            end = max(start, recent[bisect.bisect_right(recent, bound) - 1])
+        else:
+            i = bisect.bisect_right(self._positions, bound)
+            end = max(start, self._positions[i - 1]) if i else start
         for entry in self.headers(end, bound):
             end = entry.end
         return end
@@ -318,6 +343,7 @@ class LogSegment:
         lowered limit must not destroy data); it only sizes the reads.
         """
         self._offsets, self._positions, self._bytes_since_index = [], [], 0
+        self._forget_recent()
         self._unwritten_index = bytearray()
         valid, prev_last, self.largest_timestamp = 0, self.base_offset - 1, -1
         try:
@@ -377,6 +403,7 @@ class LogSegment:
         removed = self._size - position
         os.ftruncate(self.fd, position)
         self._size = position
+        self._forget_recent()
         keep = bisect.bisect_left(self._positions, position)
         if keep != len(self._positions):
             del self._offsets[keep:], self._positions[keep:]

@@ -157,3 +157,58 @@ def test_headers_skip_large_entries_without_reading_them(segment):
     segment.append(1, 4, batch(1))
     assert [e.first_offset for e in segment.headers()] == [0, 1]
     assert [e.first_offset for e in iter_entries(segment.read(0, 10**6).read())] == [0, 1]
+
+
+def _reads(seg):
+    """Every read a fetch can make of ``seg``: (start, max_bytes, max_position, min_one, cut)."""
+    out = []
+    offsets_and_ends = [(e.last_offset, e.end) for e in seg.headers()]
+    positions = [None] + [end for _, end in offsets_and_ends[-6:]] + [seg.size // 2]
+    for start in range(seg.base_offset, seg.next_offset + 1):
+        for max_bytes in (1, 200, 1500, 4000, 1 << 20):
+            for max_position in positions:
+                for min_one, cut in ((True, True), (False, True), (False, False)):
+                    sl = seg.read(start, max_bytes, max_position, min_one, cut)
+                    out.append(None if sl is None else (sl.position, sl.length, sl.first_entry_offset))
+    return out + [seg.position_of(o) for o in range(seg.base_offset, seg.next_offset + 2)]
+
+
+@pytest.mark.parametrize("index_interval, tail_entries", [(2048, 256), (1 << 20, 256), (1 << 20, 3)])
+def test_reads_near_the_tail_match_a_segment_that_knows_only_its_index(tmp_path, monkeypatch,
+                                                                        index_interval, tail_entries):
+    # The appending segment keeps an in-memory index of its recent appends; one
+    # opened afresh on the same file has only the sparse index and scans.  Both
+    # must answer every read alike, whether appends hold one entry or several
+    # (a follower appends what a fetch returned), across index entries,
+    # after truncation, and when the recent list overflows.
+    monkeypatch.setattr("kafka_ha.log.segment.TAIL_ENTRIES", tail_entries)
+    live = LogSegment(str(tmp_path), 0, index_interval_bytes=index_interval)
+    sizes = [1, 3, 1, 1, 2, 4, 1, 1, 1, 5, 1, 2]
+    base = 0
+    for k, count in enumerate(sizes):
+        chunk = b"".join(batch(base + 2 * j, n=2, size=100 + 150 * (k % 3)) for j in range(count))
+        live.append(base, base + 2 * count - 1, chunk)
+        base += 2 * count
+    live.flush()
+
+    def check():
+        # The recent appends are entry starts of this file, in order.
+        starts = {e.position: e.first_offset for e in live.headers()}
+        recent = list(zip(live._recent_positions, live._recent_offsets))
+        assert recent == sorted(recent) and all(starts.get(p) == o for p, o in recent)
+        fresh = LogSegment(str(tmp_path), 0, index_interval_bytes=index_interval)
+        try:
+            assert fresh._recent_offsets == []
+            assert _reads(live) == _reads(fresh)
+        finally:
+            fresh.close()
+
+    assert live._recent_offsets                     # the fast path is what is compared
+    check()
+    live.truncate_to(base - 13)                     # inside a multi-batch append, 3 appends back
+    check()
+    for _ in range(2):
+        live.append(live.next_offset, live.next_offset + 1, batch(live.next_offset, n=2, size=50))
+    live.flush()
+    check()
+    live.close()
