@@ -6,6 +6,8 @@ preferred leader.
 """
 from __future__ import annotations
 
+from kafka_ha.zk.admin_znodes import duplicates
+
 
 class AdminOperationError(ValueError):
     """Bad admin input; the message is Kafka's."""
@@ -72,10 +74,9 @@ def parse_replica_assignment(text: str, first_partition: int = 0) -> dict[int, t
             replicas = parse_broker_ids(part, ":")
         except ValueError as e:
             raise AdminOperationError(f"Invalid replica assignment {text!r}: {e}") from None
-        duplicates = sorted({b for b in replicas if replicas.count(b) > 1})
-        if duplicates:
+        if twice := sorted(duplicates(replicas)):
             raise AdminOperationError("Partition replica lists may not contain duplicate entries: "
-                                      + ",".join(map(str, duplicates)))
+                                      + ",".join(map(str, twice)))
         p = first_partition + i
         if result and len(replicas) != len(result[first_partition]):
             raise AdminOperationError(f"Partition {p} has different replication factor: "
