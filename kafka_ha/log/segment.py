@@ -137,8 +137,8 @@ class LogSegment:
         position = self._size
         _write_all(self.fd, buffer)
         self._size += len(buffer)
-        if len(self._recent_offsets) >= TAIL_ENTRIES or self._bytes_since_index == 0:
-            self._forget_recent()                 # the index covers what came before
+        if len(self._recent_offsets) >= TAIL_ENTRIES:
+            self._forget_recent()
         self._recent_offsets.append(first_offset)
         self._recent_positions.append(position)
         self._bytes_since_index += len(buffer)
@@ -149,6 +149,7 @@ class LogSegment:
         self._offsets.append(offset)
         self._positions.append(position)
         self._bytes_since_index = 0
+        self._forget_recent()          # the index covers everything before this entry
         # Written in batches (and on flush/close); an index file that misses its
         # last entries after a crash is only sparser: lookups scan a little more.
         self._unwritten_index += INDEX_ENTRY.pack(offset - self.base_offset, position)
