@@ -43,6 +43,7 @@ from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
 ROOT = Path(__file__).resolve().parents[2]
 FINAL = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg "
                    r"latency, ([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
+RELAY_MESSAGE = 1024   # bytes the latency baseline relays, the e2e tool's message size
 
 
 def _accept_one(port_queue) -> socket.socket:
@@ -116,9 +117,6 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytearray | None:
             return None
         got += k
     return buf
-
-
-RELAY_MESSAGE = 1024
 
 
 def relay_floor(messages: int) -> dict:
