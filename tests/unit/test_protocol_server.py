@@ -162,24 +162,26 @@ def test_timeout_then_reconnect(server):
 
 def _server_reading_ahead(requests_before_answering: int, then_close: bool = False):
     """A raw server that answers nothing until it holds ``requests_before_answering``
-    requests: a client that waits for each answer before sending the next hangs."""
+    requests: a client that waits for each answer before sending the next hangs.
+    Each answer's node_id is the request's correlation id, its host the request's
+    key; ``then_close`` answers the first only and hangs up, else requests after
+    those are answered at once with host "later"."""
+    def answer(sock, frame, host=None):
+        header, reader = decode_request(frame)
+        body = decode_request_body(header, reader)
+        sock.sendall(encode_response(header.correlation_id, K.FIND_COORDINATOR, 0, {
+            "error_code": 0, "node_id": header.correlation_id, "host": host or body["key"],
+            "port": 1}))
+
     def serve(sock, _address):
         frames = [recv_frame(sock) for _ in range(requests_before_answering)]
-        for i, frame in enumerate(frames):
-            header, reader = decode_request(frame)
-            body = decode_request_body(header, reader)
-            sock.sendall(encode_response(header.correlation_id, K.FIND_COORDINATOR, 0, {
-                "error_code": 0, "node_id": header.correlation_id, "host": body["key"], "port": 1}))
-            if then_close:
-                break           # answer the first only, then hang up
+        for frame in frames[:1] if then_close else frames:
+            answer(sock, frame)
         if then_close:
             sock.close()
             return
-        while True:             # then plain request/response
-            frame = recv_frame(sock)
-            header, _ = decode_request(frame)
-            sock.sendall(encode_response(header.correlation_id, K.FIND_COORDINATOR, 0, {
-                "error_code": 0, "node_id": header.correlation_id, "host": "later", "port": 1}))
+        while True:
+            answer(sock, recv_frame(sock), host="later")
 
     fake = StreamServer(("127.0.0.1", 0), serve)
     fake.start()
