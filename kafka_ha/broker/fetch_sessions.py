@@ -62,7 +62,7 @@ class CachedPartition:
         >>> c.record_response(e), c.record_response(e), c.record_response({**e, "records": b"x"})
         (True, False, True)
         """
-        hw, start = entry["high_watermark"], entry.get("log_start_offset", -1)
+        hw, start = entry["high_watermark"], entry["log_start_offset"]
         changed = hw != self.high_watermark or start != self.log_start_offset
         self.high_watermark, self.log_start_offset = hw, start
         return changed or entry["error_code"] != ErrorCode.NONE or bool(entry["records"])
