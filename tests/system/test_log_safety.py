@@ -14,14 +14,17 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.framing import encode_request
 from kafka_ha.records.builder import Record, build_v2_batch
-from tests.harness.kafka import create_topic, log_text, read_states, run_tool
+from tests.harness.kafka import create_topic, log_size, log_text, read_states, run_tool
 
 pytestmark = pytest.mark.system
 SESSION_MS = 4000
 
 
-def produce(cluster, topic, values, acks=-1, partition=0):
-    p = Producer(cluster.bootstrap_servers, acks=acks, retries=20)
+def produce(cluster, topic, values, acks=-1, partition=0, via=None):
+    """Offsets of ``values`` produced to ``topic``; ``via`` bootstraps through those brokers
+    only (a stopped broker accepts connections but would hold the metadata request)."""
+    bootstrap = ",".join(f"127.0.0.1:{cluster.port(i)}" for i in via) if via else cluster.bootstrap_servers
+    p = Producer(bootstrap, acks=acks, retries=20)
     futures = [p.send(topic, v, partition=partition) for v in values]
     p.flush()
     offsets = [f.get(timeout=30).offset for f in futures] if acks != 0 else []
@@ -76,15 +79,14 @@ def test_kip101_no_divergence_after_both_replicas_die(cluster_factory):
     create_topic(cluster, "kip101b", 1, 2, "--replica-assignment", "1:2")
     produce(cluster, "kip101b", [b"m1"])
     wait_isr(cluster, "kip101b", {1, 2})
-    cluster.sigstop(2)  # the follower stops fetching: m2 reaches only the leader
+    stopped = []
     try:
-        # Let its last long-poll fetch (max wait 500 ms) come back empty first, or the
-        # leader would answer it with m2 into the stopped broker's socket buffer.
-        time.sleep(1.0)
-        produce(cluster, "kip101b", [b"m2"], acks=1)
+        stop_fetching(cluster, 2, stopped)  # m2 reaches only the leader
+        produce(cluster, "kip101b", [b"m2"], acks=1, via=[1])
         cluster.kill(1)  # the leader dies with m2 at offset 1, which nobody else has
     finally:
-        cluster.sigcont(2)  # back before its session expires: it is the live ISR member
+        for broker in stopped:
+            cluster.sigcont(broker)  # back before its session expires: it is the live ISR member
     cluster.wait_until(lambda: read_states(cluster, "kip101b")[0].leader == 2,
                        timeout=SESSION_MS / 1000 + 30, message="broker 2 did not take over")
     assert produce(cluster, "kip101b", [b"m3"]) == [1]
@@ -93,6 +95,93 @@ def test_kip101_no_divergence_after_both_replicas_die(cluster_factory):
     assert read_all(cluster, "kip101b") == [(0, b"m1"), (1, b"m3")]
     assert "truncating from offset 2 to 1" in log_text(cluster, 1, "server.log")
     verify_replicas(cluster, "kip101b")
+
+
+def test_kip279_fast_double_failover_converges_on_the_last_leader(cluster_factory):
+    """Failure scenario 17: leaders change twice in quick succession and the second new
+    leader does not know the epoch of the first one's tail.
+
+    B leads epoch e2 with a record at offset 1 that nobody else has; C, which never saw
+    e2, then leads with the old leader A's record at offset 1 (epoch e1) and appends in
+    e3.  Asked about e2, C can only say where the largest epoch it knows below e2 ends:
+    e1, at offset 2.  A pre-KIP-279 answer ("e3 starts at 2") would let B keep its
+    offset 1 beside C's different one; with KIP-279 B truncates to where its own e1
+    ends (1) and refetches.
+    """
+    # B is stopped for a few seconds and must stay registered: sessions of 8 s.
+    cluster = cluster_factory(3, {"replica.lag.time.max.ms": 60000}, session_timeout_ms=8000)
+    # C is stopped through two elections, so it must not be the controller that would
+    # hold them, and must stay registered and in the ISR meanwhile: a long session of
+    # its own, while A's and B's shorter ones let each kill -9 be noticed.
+    controller = cluster.wait_until(cluster.controller, message="no controller")
+    a, b, c = sorted(cluster.broker_ids, key=lambda i: i != controller)
+    set_broker_config(cluster, c, {"zookeeper.session.timeout.ms": 30000})
+    cluster.restart(c)
+    cluster.wait_registered([c])
+    create_topic(cluster, "kip279", 1, 3, "--replica-assignment", f"{a}:{b}:{c}")
+    produce(cluster, "kip279", [b"m0"])
+    wait_isr(cluster, "kip279", {a, b, c})
+    assert cluster.controller() == controller
+    e1 = read_states(cluster, "kip279")[0].leader_epoch
+
+    stopped = []
+    try:
+        stop_fetching(cluster, b, stopped)
+        produce(cluster, "kip279", [b"m1"], acks=1, via=[a])   # offset 1 in e1: on A and C
+        cluster.wait_until(lambda: log_bytes(cluster, c, "kip279") == log_bytes(cluster, a, "kip279"),
+                           timeout=30, message="C did not fetch m1")
+        stop_fetching(cluster, c, stopped)               # it must not follow B and truncate
+        cluster.kill(a)
+        resume(cluster, b, stopped)
+        e2 = wait_leader(cluster, "kip279", b).leader_epoch
+        produce(cluster, "kip279", [b"m2"], acks=1, via=[b])   # offset 1 in e2: on B alone
+        cluster.kill(b)
+        resume(cluster, c, stopped)
+        state = wait_leader(cluster, "kip279", c)
+    finally:
+        for broker in stopped:
+            cluster.sigcont(broker)
+    assert e1 < e2 < state.leader_epoch and state.isr == (c,)
+    assert produce(cluster, "kip279", [b"m3"], acks=1) == [2]
+
+    offset = log_size(cluster, b, "server.log")
+    cluster.start_broker(b)
+    cluster.start_broker(a)
+    wait_isr(cluster, "kip279", {a, b, c})
+    assert [v for _, v in read_all(cluster, "kip279")] == [b"m0", b"m1", b"m3"]
+    truncation = log_text(cluster, b, "server.log", offset)
+    assert f"truncating from offset 2 to 1 (leader {c} answered epoch {e1} ends at 2)" in truncation
+    verify_replicas(cluster, "kip279")
+
+
+def set_broker_config(cluster, broker, config):
+    """Give one broker config values of its own (the fixture's overrides apply to all)."""
+    base = cluster.cluster.broker_config
+    cluster.cluster.broker_config = lambda i: {**base(i), **(config if i == broker else {})}
+
+
+def stop_fetching(cluster, broker, stopped):
+    cluster.sigstop(broker)
+    stopped.append(broker)
+    # Let its pending long-poll fetch (max wait 500 ms) come back empty, or the leader
+    # would answer it with the next record into the stopped broker's socket buffer.
+    time.sleep(1.0)
+
+
+def resume(cluster, broker, stopped):
+    cluster.sigcont(broker)
+    stopped.remove(broker)
+
+
+def wait_leader(cluster, topic, broker, partition=0):
+    return cluster.wait_until(lambda: (s := read_states(cluster, topic)[partition]).leader == broker and s,
+                              timeout=cluster.session_timeout_ms / 1000 + 30,
+                              message=f"broker {broker} did not take over")
+
+
+def log_bytes(cluster, broker, topic, partition=0):
+    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-{partition}"
+    return sum(f.stat().st_size for f in data.glob("*.log"))
 
 
 def test_corrupt_segment_tail_and_garbage_checkpoints_at_startup(cluster_factory):
