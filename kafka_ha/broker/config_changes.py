@@ -18,7 +18,7 @@ from kazoo.exceptions import KazooException
 
 from kafka_ha.clock import now_ms
 from kafka_ha.zk import admin_znodes as azn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, error_text
 from kafka_ha.zk.multi_read import get_many
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class ConfigChangeWatcher:
                 self._handle(children, first)
                 first = False
             except (KazooException, OSError) as e:
-                log.warning("Config change watch failed (%s); retrying", e)
+                log.warning("Config change watch failed (%s); retrying", error_text(e))
                 gevent.sleep(1)
                 continue
             self._wakeup.wait()

@@ -16,7 +16,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import admin_znodes as azn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, error_text
 from kafka_ha.zk.multi_read import get_many
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class GroupOffsets:
             except NoNodeError:
                 self.zk.create(path, data, makepath=True)
         except KazooException as e:
-            log.warning("Offset commit to %s failed: %s", path, e)
+            log.warning("Offset commit to %s failed: %s", path, error_text(e))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
@@ -67,7 +67,7 @@ class GroupOffsets:
             paths = {azn.ConsumerOffsetZNode.path(group, t, p): (t, p) for t, p in wanted}
             found = get_many(self.zk, paths)
         except (ValueError, KazooException) as e:
-            log.warning("Offset fetch for group %r failed: %s", group, e)
+            log.warning("Offset fetch for group %r failed: %s", group, error_text(e))
             found, paths = {}, {}
         by_topic: dict[str, list] = {}
         for path, (topic, partition) in paths.items():

@@ -21,7 +21,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, error_text
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class IsrWriter:
                     return False
             except (KazooException, OSError) as e:
                 log.warning("Partition %s on broker %d: could not write ISR %s (%s); will retry",
-                            partition.tp, self.broker_id, list(new_isr), e)
+                            partition.tp, self.broker_id, list(new_isr), error_text(e))
                 return False
             verb = "Expanding" if len(new_isr) > len(old_isr) else "Shrinking"
             log.info("Partition %s on broker %d: %s ISR from %s to %s: %s", partition.tp,
@@ -104,7 +104,7 @@ class IsrWriter:
             data, stat = self.zk.get(path)
             stored = zn.TopicPartitionStateZNode.decode(data, path, stat.version)
         except (NoNodeError, MalformedZnode, KazooException) as e:
-            log.warning("Could not re-read %s after a version conflict: %s", path, e)
+            log.warning("Could not re-read %s after a version conflict: %s", path, error_text(e))
             return None
         if stored.same_content(desired):
             return stat.version
@@ -137,6 +137,6 @@ class IsrWriter:
                                azn.IsrChangeNotificationZNode.encode(changed[i:i + NOTIFY_MAX_PARTITIONS]),
                                sequence=True, makepath=True)
         except (KazooException, OSError) as e:
-            log.warning("Could not write an ISR change notification (%s); will retry", e)
+            log.warning("Could not write an ISR change notification (%s); will retry", error_text(e))
             return
         self._pending.difference_update(changed)

@@ -6,6 +6,8 @@ a log line points an operator at the exact path to inspect with
 ``zkCli.sh get``.  The checks are strict about types (a JSON ``true`` is not
 the int 1) and lenient about layout (key order, whitespace, unknown keys),
 because Kafka's own readers parse JSON and other tools write these nodes too.
+
+:func:`error_text` names kazoo's errors in log lines: most carry no text.
 """
 from __future__ import annotations
 
@@ -15,6 +17,22 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_ha.model import TopicPartition
+
+
+def error_text(error: BaseException) -> str:
+    """The class of ``error``, and its text when it has one.
+
+    kazoo's ConnectionLoss or SessionExpiredError print as an empty string, which left
+    log lines such as "could not write ISR [1] ()".
+
+    >>> from kazoo.exceptions import ConnectionLoss
+    >>> error_text(ConnectionLoss())
+    'ConnectionLoss'
+    >>> error_text(OSError(28, "No space left on device"))
+    'OSError: [Errno 28] No space left on device'
+    """
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class MalformedZnode(ValueError):
