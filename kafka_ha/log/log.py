@@ -120,12 +120,19 @@ class Log:
 
     # --- appends ---------------------------------------------------------------------------------
 
+    # An OSError from an append leaves the log as it was if writing the records
+    # failed (nothing of them is kept, in the file or here).  If it comes later,
+    # from the index, the epoch checkpoint or a flush, the records are appended
+    # and the epoch cache knows their epochs: only their durability is in doubt.
+    # The broker halts on either (kafka_ha.broker.storage_failure).
+
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
         assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
         self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
                      assigned.max_timestamp, assigned.count)
         self.epoch_cache.assign(leader_epoch, assigned.first_offset)
+        self._maybe_flush()
         return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count,
                           assigned.max_timestamp, assigned.shallow_count)
 
@@ -144,6 +151,7 @@ class Log:
                      checked.max_timestamp, count)
         for epoch, start in checked.epochs:
             self.epoch_cache.assign(epoch, start)
+        self._maybe_flush()
         return AppendInfo(leo, checked.last_offset, count, checked.max_timestamp, checked.shallow_count)
 
     def _append(self, first: int, last: int, buffer, max_timestamp: int, count: int) -> None:
@@ -156,6 +164,9 @@ class Log:
             active = self._roll(first)
         active.append(first, last, buffer, max_timestamp)
         self._unflushed_messages += count
+
+    def _maybe_flush(self) -> None:
+        """log.flush.interval.messages: after the epochs of the appended records are known."""
         if self.config.flush_messages and self._unflushed_messages >= self.config.flush_messages:
             self.flush()
 

@@ -16,6 +16,7 @@ for ``os.pread`` or ``sendfile``; the data is not copied into Python.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import struct
@@ -59,9 +60,36 @@ INDEX_WRITE_BATCH = 16  # index entries per write: one write per ~64 KiB appende
 
 
 def _write_all(fd: int, data) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    # The view is released even when a write fails: a traceback kept by a caller
+    # must not pin ``data`` (an exported bytearray cannot grow).
+    with memoryview(data) as view:
+        written = os.write(fd, view)
+        while written < len(view):
+            written += os.write(fd, view[written:])
+
+
+class PartialWriteError(OSError):
+    """An append failed and the part of it already in the file could not be cut off."""
+
+
+def _append_whole(fd: int, data, size: int) -> None:
+    """Append ``data`` to the file of ``fd``, ``size`` bytes long, or leave it at ``size`` bytes.
+
+    A full disk makes ``write`` short before it fails, leaving part of ``data``
+    in the file; a later append would land after that part, where nobody
+    expects an entry to start.  So the part is cut off again before the
+    write's OSError is re-raised; if the cut fails too, PartialWriteError.
+    """
+    try:
+        _write_all(fd, data)
+    except OSError as write_error:
+        try:
+            os.ftruncate(fd, size)
+        except OSError as cut_error:
+            raise PartialWriteError(write_error.errno, f"{write_error.strerror}; cutting the partial write "
+                                                       f"back to {size} bytes failed too: {cut_error}") \
+                from write_error
+        raise
 
 
 class LogSegment:
@@ -128,44 +156,61 @@ class LogSegment:
     # --- append ------------------------------------------------------------------------------
 
     def append(self, first_offset: int, last_offset: int, buffer, max_timestamp: int = -1) -> None:
-        """Write whole entries holding ``first_offset..last_offset`` at the end."""
+        """Write whole entries holding ``first_offset..last_offset`` at the end.
+
+        The entries are appended whole or not at all: if their write fails
+        (OSError), the file and this object are as they were.  Index entries
+        are written afterwards, in batches; an OSError from that comes with the
+        entries appended (the index file is checked against the log and rebuilt
+        at start-up when it does not match).
+        """
         if first_offset < self.next_offset or last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise ValueError(f"segment {self.log_path}: cannot append offsets {first_offset}..{last_offset} "
                              f"(next offset {self.next_offset})")
-        if self._bytes_since_index > self.index_interval_bytes:
-            self._add_index(first_offset, self._size)
+        if self.tail_damaged:
+            raise OSError(errno.EIO, f"segment {self.log_path} ends in part of an entry after position "
+                                     f"{self._size}; it takes no appends until it is recovered")
         position = self._size
-        _write_all(self.fd, buffer)
+        try:
+            _append_whole(self.fd, buffer, position)
+        except PartialWriteError:
+            self.tail_damaged = True       # the next start-up's recovery cuts it
+            raise
+        # Only now that the entries are in the file does this object know of them.
         self._size += len(buffer)
-        if len(self._recent_offsets) >= TAIL_ENTRIES:
+        if self._bytes_since_index > self.index_interval_bytes:
+            self._add_index(first_offset, position)
+        elif len(self._recent_offsets) >= TAIL_ENTRIES:
             self._forget_recent()
         self._recent_offsets.append(first_offset)
         self._recent_positions.append(position)
         self._bytes_since_index += len(buffer)
         self.next_offset = last_offset + 1
         self.largest_timestamp = max(self.largest_timestamp, max_timestamp)
+        # Written in batches (and on flush/close); an index file that misses its
+        # last entries after a crash is only sparser: lookups scan a little more.
+        if len(self._unwritten_index) >= INDEX_WRITE_BATCH * INDEX_ENTRY.size:
+            self._write_index()
 
     def _add_index(self, offset: int, position: int) -> None:
+        """Index the entry at ``position`` (in memory; :meth:`_write_index` writes it out)."""
         self._offsets.append(offset)
         self._positions.append(position)
         self._bytes_since_index = 0
         self._forget_recent()          # the index covers everything before this entry
-        # Written in batches (and on flush/close); an index file that misses its
-        # last entries after a crash is only sparser: lookups scan a little more.
         self._unwritten_index += INDEX_ENTRY.pack(offset - self.base_offset, position)
-        if len(self._unwritten_index) >= INDEX_WRITE_BATCH * INDEX_ENTRY.size:
-            self._write_index()
 
     def _write_index(self, sync: bool = False) -> None:
         if self._unwritten_index or sync:
             fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                _write_all(fd, self._unwritten_index)
+                # Whole entries or nothing, so that a retry does not follow a partial one.
+                _append_whole(fd, self._unwritten_index, os.fstat(fd).st_size)
+                self._unwritten_index = bytearray()
                 if sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            self._unwritten_index = bytearray()
 
     def _rewrite_index(self) -> None:
         """Replace the index file with the in-memory index (after a rebuild or truncation)."""

@@ -1,4 +1,5 @@
-"""Log: leader/follower appends, reads, rolls, truncation, recovery, retention."""
+"""Log: leader/follower appends, reads, rolls, truncation, recovery, retention, full disks."""
+import errno
 import os
 
 import pytest
@@ -7,6 +8,7 @@ from kafka_ha.log import Log, LogConfig, OffsetOutOfRangeError, RecordSetTooLarg
 from kafka_ha.model import TopicPartition
 from kafka_ha.records import (CorruptRecordError, OffsetMismatchError, Record, RecordTooLargeError,
                               build_legacy_message_set, build_v2_batch, decode_records)
+from tests.unit.full_disk import FullDisk
 
 TP = TopicPartition("t", 0)
 CONFIG = LogConfig(segment_bytes=8000, index_interval_bytes=1000, retention_ms=-1)
@@ -269,4 +271,46 @@ def test_deleted_segments_stay_readable_until_the_delay(tmp_path):
     pending = lg.read(0, 100)
     assert lg.delete_old_segments(now_ms=0) == 3
     assert decode_records(pending.to_bytes()).__next__().offset == 0     # fd still open
+    lg.close()
+
+
+def _append_in_epoch_1(log, role):
+    if role == "leader":
+        return log.append_as_leader(produce(), 1)
+    return log.append_as_follower(build_v2_batch([Record(None, b"f" * 300)] * 4, base_offset=log.log_end_offset,
+                                                 partition_leader_epoch=1))
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_an_append_the_disk_cannot_hold_changes_nothing(tmp_path, monkeypatch, role):
+    lg = open_log(tmp_path)
+    fill(lg, 6)                                   # a full segment: the next append rolls
+    before = (lg.log_end_offset, lg.epoch_cache.entries(), lg.read(0, 10**6).to_bytes())
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FullDisk(lg.dir, room=100, suffix=".log"))
+        with pytest.raises(OSError) as failed:
+            _append_in_epoch_1(lg, role)
+    assert failed.value.errno == errno.ENOSPC
+    # Rolled to an empty segment, but no offset, epoch or byte of the failed append is known.
+    assert lg.segment_base_offsets() == [0, 24]
+    assert (lg.log_end_offset, lg.epoch_cache.entries(), lg.read(0, 10**6).to_bytes()) == before
+    assert _append_in_epoch_1(lg, role).first_offset == 24
+    assert lg.epoch_cache.entries() == [(0, 0), (1, 24)]
+    lg.close()
+    reopened = open_log(tmp_path)
+    assert reopened.log_end_offset == 28 and offsets(reopened.read(0, 10**6)) == list(range(28))
+    reopened.close()
+
+
+def test_a_failed_flush_comes_after_the_append_and_its_epoch(tmp_path, monkeypatch):
+    lg = open_log(tmp_path, LogConfig(flush_messages=1))
+
+    def failing_fsync(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError):
+        lg.append_as_leader(produce(), 2)
+    # Durability is in doubt, but the log knows what it holds, with its epoch.
+    assert lg.log_end_offset == 4 and lg.epoch_cache.entries() == [(2, 0)]
+    assert offsets(lg.read(0, 10**6)) == [0, 1, 2, 3]
     lg.close()

@@ -1,10 +1,12 @@
-"""LogSegment: appends, sparse index lookups, truncation, recovery, index rebuild."""
+"""LogSegment: appends, sparse index lookups, truncation, recovery, index rebuild, full disks."""
+import errno
 import os
 
 import pytest
 
-from kafka_ha.log.segment import INDEX_ENTRY, LogSegment
+from kafka_ha.log.segment import INDEX_ENTRY, INDEX_WRITE_BATCH, LogSegment, PartialWriteError
 from kafka_ha.records import Record, build_legacy_message_set, build_v2_batch, decode_records, iter_entries
+from tests.unit.full_disk import FullDisk
 
 
 def batch(base, n=4, size=300):
@@ -212,3 +214,74 @@ def test_reads_near_the_tail_match_a_segment_that_knows_only_its_index(tmp_path,
     live.flush()
     check()
     live.close()
+
+
+# --- a full disk ---------------------------------------------------------------------------
+
+
+def _state(seg):
+    """Everything an append changes, in memory and in the .log file."""
+    with open(seg.log_path, "rb") as f:
+        data = f.read()
+    return (seg.size, seg.next_offset, seg.largest_timestamp, list(seg._offsets), list(seg._positions),
+            list(seg._recent_offsets), list(seg._recent_positions), bytes(seg._unwritten_index),
+            seg._bytes_since_index, data)
+
+
+@pytest.mark.parametrize("room", [0, 100], ids=["nothing-written", "short-write"])
+def test_an_append_the_disk_cannot_hold_leaves_the_segment_as_it_was(segment, monkeypatch, room):
+    fill(segment, batches=10)
+    before, reads = _state(segment), _reads(segment)
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FullDisk(segment.dir, room))
+        with pytest.raises(OSError) as failed:
+            segment.append(40, 43, batch(40))        # would also add an index entry
+    assert failed.value.errno == errno.ENOSPC
+    assert _state(segment) == before and _reads(segment) == reads and not segment.tail_damaged
+    segment.append(40, 43, batch(40))                # the same append, with room again
+    assert offsets(segment.read(36, 10**6).read(), 36) == list(range(36, 44))
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert reopened.next_offset == 44 and not reopened.tail_damaged
+    reopened.close()
+
+
+def test_a_partial_write_that_cannot_be_cut_off_stops_appends_until_recovery(segment, monkeypatch):
+    fill(segment, batches=5)
+    size = segment.size
+
+    def failing_ftruncate(fd, length):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FullDisk(segment.dir, 100))
+        m.setattr(os, "ftruncate", failing_ftruncate)
+        with pytest.raises(PartialWriteError) as failed:
+            segment.append(20, 23, batch(20))
+    assert failed.value.errno == errno.ENOSPC
+    assert f"cutting the partial write back to {size} bytes failed too" in str(failed.value)
+    assert segment.tail_damaged and segment.size == size and segment.next_offset == 20
+    assert offsets(segment.read(0, 10**6).read()) == list(range(20))   # the 100 bytes are not served
+    with pytest.raises(OSError, match="takes no appends until it is recovered"):
+        segment.append(20, 23, batch(20))
+    reopened = LogSegment(segment.dir, 0, 2048)
+    assert reopened.tail_damaged and reopened.recover(1 << 20) == 100
+    reopened.append(20, 23, batch(20))
+    assert offsets(reopened.read(16, 10**6).read(), 16) == list(range(16, 24))
+    reopened.close()
+
+
+def test_an_index_write_the_disk_cannot_hold_fails_after_the_entries_are_appended(tmp_path, monkeypatch):
+    seg = LogSegment(str(tmp_path), 0, index_interval_bytes=0)   # an index entry for every append but the first
+    fill(seg, batches=INDEX_WRITE_BATCH)                          # one entry short of a batch write
+    assert os.path.getsize(seg.index_path) == 0
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", FullDisk(tmp_path, 20, suffix=".index"))
+        with pytest.raises(OSError) as failed:
+            seg.append(64, 67, batch(64))
+    assert failed.value.errno == errno.ENOSPC
+    assert seg.next_offset == 68 and offsets(seg.read(64, 10**6).read(), 64) == [64, 65, 66, 67]
+    assert os.path.getsize(seg.index_path) == 0                   # no partial entry was left
+    seg.append(68, 71, batch(68))                                 # room again: the pending entries go too
+    with open(seg.index_path, "rb") as f:
+        written = [(seg.base_offset + rel, pos) for rel, pos in INDEX_ENTRY.iter_unpack(f.read())]
+    assert written == list(zip(seg._offsets, seg._positions)) and len(written) == INDEX_WRITE_BATCH + 1
+    seg.close()
