@@ -5,6 +5,9 @@ advances the high watermark (``replication.py`` decides) and changes the ISR
 through ``IsrWriter``.  As follower it only holds the log the fetcher appends
 to and the high watermark the leader reports.  All of it runs on gevent
 greenlets of one process, so state changes between two I/O points are atomic.
+Its writes to the log (appends, truncations, a new leader epoch) go through
+:meth:`_writing`: an I/O error there halts the broker (``storage_failure``)
+before any other greenlet could serve or ack what the log holds.
 """
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ from typing import Callable
 from gevent.event import Event
 from gevent.lock import Semaphore
 
-from kafka_ha.broker import replication
+from kafka_ha.broker import replication, storage_failure
 from kafka_ha.broker.replication import FollowerState
+from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import now_ms
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
@@ -35,8 +39,10 @@ class AppendResult:
 
 class Partition:
     def __init__(self, tp: TopicPartition, broker_id: int, log_: object,
-                 min_isr: Callable[[], int], isr_writer: object) -> None:
+                 min_isr: Callable[[], int], isr_writer: object,
+                 halt: Halt = storage_failure.halt) -> None:
         self.tp = tp
+        self._halt = halt
         self.broker_id = broker_id
         self.log = log_
         self._min_isr = min_isr
@@ -78,7 +84,8 @@ class Partition:
         self.leader_epoch_start_offset = leo
         # The new epoch starts at our LEO (Kafka 2.1+), so OffsetsForLeaderEpoch
         # answers right even before anything is appended in it.
-        self.log.assign_epoch_start_offset(s.leader_epoch, leo)
+        with self._writing("becoming leader of"):
+            self.log.assign_epoch_start_offset(s.leader_epoch, leo)
         self.followers = {r: FollowerState() for r in s.replicas if r != self.broker_id}
         # Followers are presumed caught up as of now, as Kafka does, so a
         # leader change does not shrink the ISR before anyone could fetch.
@@ -115,7 +122,8 @@ class Partition:
                                      f"{min_isr}")
         if needs_conversion(records):
             records = to_v2(records)
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        with self._writing("appending to"):
+            info = self.log.append_as_leader(records, self.leader_epoch)
         self._notify(appended=True, hw_moved=self._maybe_advance_hw())
         return AppendResult(info.first_offset, info.last_offset, self.truncations)
 
@@ -139,6 +147,13 @@ class Partition:
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             self._hw_moved.wait(remaining)
+
+    # ---- follower ----------------------------------------------------------
+
+    def append_as_follower(self, records) -> None:
+        """Append what the leader sent (the replica fetcher)."""
+        with self._writing("appending to"):
+            self.log.append_as_follower(records)
 
     # ---- leader: follower fetches ------------------------------------------
 
@@ -219,12 +234,18 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         self.truncations += 1
-        self.log.truncate_to(offset)
+        with self._writing("truncating"):
+            self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._notify()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.truncations += 1
-        self.log.truncate_fully_and_start_at(offset)
+        with self._writing("truncating"):
+            self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
         self._notify()
+
+    def _writing(self, action: str) -> HaltOnIOError:
+        """Guards a write to the log: an OSError in it halts the broker."""
+        return HaltOnIOError(self._halt, action, self.tp, self.log.dir)

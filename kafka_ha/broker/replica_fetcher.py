@@ -190,7 +190,7 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE:
             records = entry["records"]
             if records:
-                p.log.append_as_follower(records)
+                p.append_as_follower(records)
             p.set_follower_high_watermark(entry["high_watermark"])
             return False
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:

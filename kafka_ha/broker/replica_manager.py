@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 import gevent
 
+from kafka_ha.broker import storage_failure
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError
@@ -31,8 +33,10 @@ log = logging.getLogger(__name__)
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, log_manager, isr_writer: IsrWriter | None,
                  min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
-                 endpoint_of: Callable[[int], BrokerEndpoint | None]) -> None:
+                 endpoint_of: Callable[[int], BrokerEndpoint | None],
+                 halt: Halt = storage_failure.halt) -> None:
         self.config = config
+        self._halt = halt
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.isr_writer = isr_writer
@@ -76,8 +80,11 @@ class ReplicaManager:
             fetcher.stop()
         if self.log_manager is not None:
             self.checkpoint_high_watermarks()
-            self.log_manager.checkpoint_recovery_points()
-            self.log_manager.close()
+            # A failed flush or checkpoint halts before the clean-shutdown marker is
+            # written: the next start recovers the logs instead of trusting them.
+            with self._writing("closing the logs"):
+                self.log_manager.checkpoint_recovery_points()
+                self.log_manager.close()
 
     @staticmethod
     def _every(interval_s: float, task: Callable[[], None]) -> None:
@@ -96,7 +103,12 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         if self.log_manager is not None:
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
-            self.log_manager.checkpoint_high_watermarks({**self._checkpointed_hws, **hws})
+            with self._writing("writing the high watermark checkpoint"):
+                self.log_manager.checkpoint_high_watermarks({**self._checkpointed_hws, **hws})
+
+    def _writing(self, action: str) -> HaltOnIOError:
+        """Guards a write to the log directories: an OSError in it halts the broker."""
+        return HaltOnIOError(self._halt, action, None, ", ".join(self.log_manager.log_dirs))
 
     def _run_retention(self) -> None:
         if self.log_manager is not None:
@@ -179,7 +191,7 @@ class ReplicaManager:
     def _create_partition(self, tp: TopicPartition) -> Partition:
         log_ = self.log_manager.get_or_create_log(tp, self._log_config_for(tp.topic))
         partition = Partition(tp, self.broker_id, log_, lambda: self._min_isr_for(tp.topic),
-                              self.isr_writer)
+                              self.isr_writer, self._halt)
         partition.restore_high_watermark(self._checkpointed_hws.get(tp, 0))
         self.partitions[tp] = partition
         return partition
