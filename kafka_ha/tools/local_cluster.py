@@ -172,6 +172,12 @@ class LocalCluster:
     def broker_alive(self, i):
         return self.broker_pid(i) is not None
 
+    def broker_exit_status(self, i):
+        """The exit status of broker ``i`` once its foreground process (``die_with_parent``)
+        has ended; None while it runs, or if this object did not start it."""
+        proc = self._procs.get(i)
+        return None if proc is None else proc.poll()
+
     def start_broker(self, i, wait=True):
         """Start broker ``i`` unless it runs; with ``wait``, until its port accepts."""
         pid = self.broker_pid(i)

@@ -139,6 +139,11 @@ class ClusterFixture:
     def broker_alive(self, i):
         return self.cluster.broker_alive(i)
 
+    def exit_status(self, i):
+        """Broker ``i``'s exit status once it has exited (``-N``: killed by signal N);
+        None while it runs."""
+        return self.cluster.broker_exit_status(i)
+
     def start_broker(self, i, wait=True):
         return self.cluster.start_broker(i, wait=wait)
 
