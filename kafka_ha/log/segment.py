@@ -1,13 +1,8 @@
 """One log segment: a ``.log`` file of whole entries plus its sparse ``.index``.
 
-Files are ``<base_offset, 20 digits>.log`` and ``.index``.  The index holds
-8-byte entries ``relative offset i32, position i32``, one per append once
-``index_interval_bytes`` have been written since the previous one (Kafka's
-rule).  Each maps the *first* offset of an append to the position where that
-append starts, so "the largest indexed offset <= target" gives a position from
-which a header-only scan finds the entry holding the target.  (Kafka indexes
-the append's last offset; the first is as good for lookups and keeps the index
-monotonic after a truncation without re-reading anything.)
+Files are ``<base_offset, 20 digits>.log`` and ``.index``; the index is an
+:class:`~kafka_ha.log.offset_index.OffsetIndex`, which tells where to start a
+header-only scan for the entry holding an offset.
 
 The segment never looks inside an entry except during :meth:`recover`, which
 CRC-checks everything.  Reads return :class:`FileSlice` positions on ``fd``
@@ -15,24 +10,23 @@ for ``os.pread`` or ``sendfile``; the data is not copied into Python.
 """
 from __future__ import annotations
 
-import bisect
 import errno
 import logging
 import os
-import struct
 from typing import Iterator, NamedTuple
 
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
 from kafka_ha.records.shallow import Entry, iter_entries, read_header, validate_entry
 
+from .file_writes import PartialWriteError, append_whole
+from .offset_index import OffsetIndex
+
 log = logging.getLogger(__name__)
 
-INDEX_ENTRY = struct.Struct(">ii")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 MAX_SEGMENT_BYTES = 2**31 - 1      # positions are i32 in the index
 SCAN_CHUNK = 8 * 1024              # header scans read this much at a time
-TAIL_ENTRIES = 256                 # bound of the in-memory index of the tail (see _recent_offsets)
 RECOVERY_CHUNK = 1 << 20           # recovery reads (and CRC-checks) this much at a time
 
 
@@ -56,40 +50,6 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-INDEX_WRITE_BATCH = 16  # index entries per write: one write per ~64 KiB appended
-
-
-def _write_all(fd: int, data) -> None:
-    # The view is released even when a write fails: a traceback kept by a caller
-    # must not pin ``data`` (an exported bytearray cannot grow).
-    with memoryview(data) as view:
-        written = os.write(fd, view)
-        while written < len(view):
-            written += os.write(fd, view[written:])
-
-
-class PartialWriteError(OSError):
-    """An append failed and the part of it already in the file could not be cut off."""
-
-
-def _append_whole(fd: int, data, size: int) -> None:
-    """Append ``data`` to the file of ``fd``, ``size`` bytes long, or leave it at ``size`` bytes.
-
-    A full disk makes ``write`` short before it fails, leaving part of ``data``
-    in the file; a later append would land after that part, where nobody
-    expects an entry to start.  So the part is cut off again before the
-    write's OSError is re-raised; if the cut fails too, PartialWriteError.
-    """
-    try:
-        _write_all(fd, data)
-    except OSError as write_error:
-        try:
-            os.ftruncate(fd, size)
-        except OSError as cut_error:
-            raise PartialWriteError(write_error.errno, f"{write_error.strerror}; cutting the partial write "
-                                                       f"back to {size} bytes failed too: {cut_error}") \
-                from write_error
-        raise
 
 
 class LogSegment:
@@ -100,9 +60,10 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log"))
-        self.index_path = os.path.join(dir, segment_file_name(base_offset, ".index"))
+        self.index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
+                                 base_offset, index_interval_bytes)
         self._fd: int | None = None
-        index_existed = os.path.exists(self.index_path)
+        index_existed = os.path.exists(self.index.path)
         # An empty segment keeps no file open until it is written or read:
         # a broker with tens of thousands of idle partitions would otherwise
         # need as many descriptors (Kafka asks operators for a huge ulimit).
@@ -112,25 +73,10 @@ class LogSegment:
             self._fd = fd
         else:
             os.close(fd)
-        # Index entries not yet written to the .index file.  The file is opened
-        # only to write a batch of them: keeping a second descriptor open for
-        # every partition would double a broker's open files (10k partitions
-        # on a broker is 20k descriptors), and the index lives in memory anyway.
-        self._unwritten_index = bytearray()
-        self._offsets: list[int] = []      # absolute first offsets of indexed appends
-        self._positions: list[int] = []
-        self._bytes_since_index = 0
-        # Where each append of this process began since the last index entry
-        # (an entry boundary; an append may hold several entries): a denser
-        # in-memory index of the tail, where followers and consumers read, so
-        # reads there scan few or no headers.  At most TAIL_ENTRIES; truncation
-        # and recovery empty it.
-        self._recent_offsets: list[int] = []   # first offset of each append
-        self._recent_positions: list[int] = []
         self.next_offset = base_offset
         self.largest_timestamp = -1        # of the entries this process has seen
         self.tail_damaged = False          # a partial or corrupt tail: needs recover()
-        if not (index_existed and self._load_index()):
+        if not (index_existed and self.index.load(self._size, self._indexed_entry_matches)):
             self._rebuild_index()
         self._scan_tail()
 
@@ -141,6 +87,10 @@ class LogSegment:
         if self._fd is None:
             self._fd = os.open(self.log_path, _FLAGS, 0o644)
         return self._fd
+
+    @property
+    def index_path(self) -> str:
+        return self.index.path
 
     @property
     def size(self) -> int:
@@ -172,69 +122,17 @@ class LogSegment:
                                      f"{self._size}; it takes no appends until it is recovered")
         position = self._size
         try:
-            _append_whole(self.fd, buffer, position)
+            append_whole(self.fd, buffer, position)
         except PartialWriteError:
             self.tail_damaged = True       # the next start-up's recovery cuts it
             raise
         # Only now that the entries are in the file does this object know of them.
         self._size += len(buffer)
-        if self._bytes_since_index > self.index_interval_bytes:
-            self._add_index(first_offset, position)
-        elif len(self._recent_offsets) >= TAIL_ENTRIES:
-            self._forget_recent()
-        self._recent_offsets.append(first_offset)
-        self._recent_positions.append(position)
-        self._bytes_since_index += len(buffer)
         self.next_offset = last_offset + 1
         self.largest_timestamp = max(self.largest_timestamp, max_timestamp)
-        # Written in batches (and on flush/close); an index file that misses its
-        # last entries after a crash is only sparser: lookups scan a little more.
-        if len(self._unwritten_index) >= INDEX_WRITE_BATCH * INDEX_ENTRY.size:
-            self._write_index()
-
-    def _add_index(self, offset: int, position: int) -> None:
-        """Index the entry at ``position`` (in memory; :meth:`_write_index` writes it out)."""
-        self._offsets.append(offset)
-        self._positions.append(position)
-        self._bytes_since_index = 0
-        self._forget_recent()          # the index covers everything before this entry
-        self._unwritten_index += INDEX_ENTRY.pack(offset - self.base_offset, position)
-
-    def _write_index(self, sync: bool = False) -> None:
-        if self._unwritten_index or sync:
-            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                # Whole entries or nothing, so that a retry does not follow a partial one.
-                _append_whole(fd, self._unwritten_index, os.fstat(fd).st_size)
-                self._unwritten_index = bytearray()
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def _rewrite_index(self) -> None:
-        """Replace the index file with the in-memory index (after a rebuild or truncation)."""
-        data = b"".join(INDEX_ENTRY.pack(o - self.base_offset, p)
-                        for o, p in zip(self._offsets, self._positions))
-        fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        self._unwritten_index = bytearray()
+        self.index.on_append(first_offset, position, len(buffer))
 
     # --- scanning ------------------------------------------------------------------------------
-
-    def _forget_recent(self) -> None:
-        self._recent_offsets, self._recent_positions = [], []
-
-    def _lookup(self, offset: int) -> int:
-        """A position at or before the entry holding ``offset`` (0 if none indexed)."""
-        recent = self._recent_offsets
-        if recent and offset >= recent[0]:
-            return self._recent_positions[bisect.bisect_right(recent, offset) - 1]
-        i = bisect.bisect_right(self._offsets, offset)
-        return self._positions[i - 1] if i else 0
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[Entry]:
         """Entries of ``[start, end)`` read from their headers only; stops at a partial tail."""
@@ -259,7 +157,7 @@ class LogSegment:
 
     def position_of(self, offset: int) -> int | None:
         """Position of the first entry whose last offset >= ``offset``; None if none."""
-        for entry in self.headers(self._lookup(offset)):
+        for entry in self.headers(self.index.lookup(offset)):
             if entry.last_offset >= offset:
                 return entry.position
         return None
@@ -279,7 +177,7 @@ class LogSegment:
         qualifies.
         """
         limit = self._size if max_position is None else min(max_position, self._size)
-        first = next((e for e in self.headers(self._lookup(start_offset), limit)
+        first = next((e for e in self.headers(self.index.lookup(start_offset), limit)
                       if e.last_offset >= start_offset), None)
         if first is None:
             return None
@@ -297,45 +195,16 @@ class LogSegment:
 
     def _whole_entries_end(self, start: int, bound: int) -> int:
         """The largest entry boundary <= ``bound`` reachable from ``start``."""
+        if bound >= self._size and self.index.recent_offsets:
+            return self._size          # the end of this process's last append
         # Indexed positions and recent appends are entry boundaries: jump to the
         # last one in range, then scan headers only for the remainder.
-        recent = self._recent_positions
-        if recent and bound >= recent[0]:
-            if bound >= self._size:
-                return self._size      # the end of this process's last append
-            end = max(start, recent[bisect.bisect_right(recent, bound) - 1])
-        else:
-            i = bisect.bisect_right(self._positions, bound)
-            end = max(start, self._positions[i - 1]) if i else start
+        end = max(start, self.index.boundary_at_or_before(bound))
         for entry in self.headers(end, bound):
             end = entry.end
         return end
 
     # --- loading and recovery -----------------------------------------------------------------
-
-    def _load_index(self) -> bool:
-        """Read the index file; False if it is not plausible (then it is rebuilt)."""
-        with open(self.index_path, "rb") as f:
-            data = f.read()
-        if not data and self._size > self.index_interval_bytes:
-            log.warning("index %s is empty but its log has %d bytes; rebuilding it", self.index_path, self._size)
-            return False
-        if len(data) % INDEX_ENTRY.size:
-            log.warning("index %s has a partial entry (%d bytes); rebuilding it", self.index_path, len(data))
-            return False
-        pairs = list(INDEX_ENTRY.iter_unpack(data))
-        offsets = [self.base_offset + rel for rel, _ in pairs]
-        positions = [pos for _, pos in pairs]
-        sane = all(a < b for a, b in zip(offsets, offsets[1:])) and \
-            all(a < b for a, b in zip(positions, positions[1:])) and \
-            all(rel >= 0 for rel, _ in pairs) and (not positions or 0 < positions[0] and positions[-1] < self._size)
-        if sane and positions:
-            sane = self._indexed_entry_matches(offsets[-1], positions[-1])
-        if not sane:
-            log.warning("index %s is inconsistent with its log; rebuilding it", self.index_path)
-            return False
-        self._offsets, self._positions = offsets, positions
-        return True
 
     def _indexed_entry_matches(self, offset: int, position: int) -> bool:
         try:
@@ -348,8 +217,7 @@ class LogSegment:
 
     def _rebuild_index(self) -> None:
         """Rebuild the index from entry headers (no CRC check: see :meth:`recover`)."""
-        self._offsets, self._positions, self._bytes_since_index = [], [], 0
-        self._unwritten_index = bytearray()
+        self.index.reset()
         prev_last = self.base_offset - 1
         try:
             for entry in self.headers():
@@ -357,19 +225,16 @@ class LogSegment:
                 prev_last = entry.last_offset
         except CorruptRecordError:
             self.tail_damaged = True
-        self._rewrite_index()
+        self.index.rewrite()
 
     def _maybe_index(self, entry: Entry, prev_last: int) -> None:
-        if self._bytes_since_index > self.index_interval_bytes:
-            first = entry.first_offset if entry.first_offset is not None else prev_last + 1
-            self._add_index(first, entry.position)
-        self._bytes_since_index += entry.size
+        # A compressed magic 0/1 wrapper names only its last offset.
+        first = entry.first_offset if entry.first_offset is not None else prev_last + 1
+        self.index.on_entry(first, entry.position, entry.size)
 
     def _scan_tail(self) -> None:
         """Find ``next_offset`` by scanning headers after the last index entry."""
-        start = self._positions[-1] if self._positions else 0
-        end = start
-        self._bytes_since_index = 0
+        start = end = self.index.last_position
         try:
             for entry in self.headers(start):
                 self.next_offset = entry.last_offset + 1
@@ -377,7 +242,7 @@ class LogSegment:
                 end = entry.end
         except CorruptRecordError:
             pass
-        self._bytes_since_index = end - start
+        self.index.bytes_since_entry = end - start
         if end != self._size:
             self.tail_damaged = True
 
@@ -388,9 +253,7 @@ class LogSegment:
         being larger than ``max_message_bytes`` (Kafka's recovery neither: a
         lowered limit must not destroy data); it only sizes the reads.
         """
-        self._offsets, self._positions, self._bytes_since_index = [], [], 0
-        self._forget_recent()
-        self._unwritten_index = bytearray()
+        self.index.reset()
         valid, prev_last, self.largest_timestamp = 0, self.base_offset - 1, -1
         try:
             for buf, entry in self._whole_entries(max(RECOVERY_CHUNK, max_message_bytes)):
@@ -413,7 +276,7 @@ class LogSegment:
             self._size = valid
         self.next_offset = prev_last + 1
         self.tail_damaged = False
-        self._rewrite_index()
+        self.index.rewrite()
         return truncated
 
     def _whole_entries(self, chunk: int) -> Iterator[tuple[bytes, Entry]]:
@@ -449,22 +312,18 @@ class LogSegment:
         removed = self._size - position
         os.ftruncate(self.fd, position)
         self._size = position
-        self._forget_recent()
-        keep = bisect.bisect_left(self._positions, position)
-        if keep != len(self._positions):
-            del self._offsets[keep:], self._positions[keep:]
-            self._rewrite_index()
+        self.index.truncate(position)
         self.next_offset, self.largest_timestamp = self.base_offset, -1
         self._scan_tail()
         return removed
 
     def flush(self) -> None:
         os.fsync(self.fd)
-        self._write_index(sync=True)
+        self.index.write(sync=True)
 
     def close(self) -> None:
         try:
-            self._write_index()
+            self.index.write()
         except OSError:
             pass
         if self._fd is not None:

@@ -4,7 +4,9 @@ import os
 
 import pytest
 
-from kafka_ha.log.segment import INDEX_ENTRY, INDEX_WRITE_BATCH, LogSegment, PartialWriteError
+from kafka_ha.log.file_writes import PartialWriteError
+from kafka_ha.log.offset_index import INDEX_ENTRY, INDEX_WRITE_BATCH
+from kafka_ha.log.segment import LogSegment
 from kafka_ha.records import Record, build_legacy_message_set, build_v2_batch, decode_records, iter_entries
 from tests.unit.full_disk import FullDisk
 
@@ -46,7 +48,7 @@ def test_file_names_and_sparse_index(segment, tmp_path):
 def test_read_mid_segment_uses_the_index(segment):
     fill(segment)
     sl = segment.read(61, 10_000)
-    assert segment._lookup(61) == 14 * len(batch(0))       # indexed batch 56..59, one before 60..63
+    assert segment.index.lookup(61) == 14 * len(batch(0))       # indexed batch 56..59, one before 60..63
     assert sl.position == 15 * len(batch(0))
     assert sl.first_entry_offset == 60
     got = offsets(sl.read())
@@ -122,7 +124,7 @@ def test_missing_index_is_rebuilt(segment):
     segment.close()
     os.unlink(segment.index_path)
     reopened = LogSegment(segment.dir, 0, 2048)
-    assert reopened._offsets == segment._offsets and reopened.next_offset == 120
+    assert reopened.index.offsets == segment.index.offsets and reopened.next_offset == 120
     reopened.close()
 
 
@@ -135,15 +137,15 @@ def test_legacy_compressed_entries_are_indexed_by_their_first_offset(tmp_path):
                                                     compression="gzip"), next_offset, 0, 1 << 20)
         seg.append(a.first_offset, a.last_offset, a.buffer)
         next_offset = a.last_offset + 1
-    assert seg._offsets == [103, 106, 109, 112]
+    assert seg.index.offsets == [103, 106, 109, 112]
     assert offsets(seg.read(107, 10**6).read(), 107)[:2] == [107, 108]
     seg.close()
     rebuilt = LogSegment(str(tmp_path), 100, index_interval_bytes=0)
     os.unlink(rebuilt.index_path)
     rebuilt.close()
     rebuilt = LogSegment(str(tmp_path), 100, index_interval_bytes=0)
-    assert rebuilt._offsets == [103, 106, 109, 112] and rebuilt.next_offset == 115
-    assert rebuilt.recover(1 << 20) == 0 and rebuilt._offsets == [103, 106, 109, 112]
+    assert rebuilt.index.offsets == [103, 106, 109, 112] and rebuilt.next_offset == 115
+    assert rebuilt.recover(1 << 20) == 0 and rebuilt.index.offsets == [103, 106, 109, 112]
     rebuilt.close()
 
 
@@ -183,7 +185,7 @@ def test_reads_near_the_tail_match_a_segment_that_knows_only_its_index(tmp_path,
     # must answer every read alike, whether appends hold one entry or several
     # (a follower appends what a fetch returned), across index entries,
     # after truncation, and when the recent list overflows.
-    monkeypatch.setattr("kafka_ha.log.segment.TAIL_ENTRIES", tail_entries)
+    monkeypatch.setattr("kafka_ha.log.offset_index.TAIL_ENTRIES", tail_entries)
     live = LogSegment(str(tmp_path), 0, index_interval_bytes=index_interval)
     sizes = [1, 3, 1, 1, 2, 4, 1, 1, 1, 5, 1, 2]
     base = 0
@@ -196,16 +198,16 @@ def test_reads_near_the_tail_match_a_segment_that_knows_only_its_index(tmp_path,
     def check():
         # The recent appends are entry starts of this file, in order.
         starts = {e.position: e.first_offset for e in live.headers()}
-        recent = list(zip(live._recent_positions, live._recent_offsets))
+        recent = list(zip(live.index.recent_positions, live.index.recent_offsets))
         assert recent == sorted(recent) and all(starts.get(p) == o for p, o in recent)
         fresh = LogSegment(str(tmp_path), 0, index_interval_bytes=index_interval)
         try:
-            assert fresh._recent_offsets == []
+            assert fresh.index.recent_offsets == []
             assert _reads(live) == _reads(fresh)
         finally:
             fresh.close()
 
-    assert live._recent_offsets                     # the fast path is what is compared
+    assert live.index.recent_offsets                     # the fast path is what is compared
     check()
     live.truncate_to(base - 13)                     # inside a multi-batch append, 3 appends back
     check()
@@ -223,9 +225,9 @@ def _state(seg):
     """Everything an append changes, in memory and in the .log file."""
     with open(seg.log_path, "rb") as f:
         data = f.read()
-    return (seg.size, seg.next_offset, seg.largest_timestamp, list(seg._offsets), list(seg._positions),
-            list(seg._recent_offsets), list(seg._recent_positions), bytes(seg._unwritten_index),
-            seg._bytes_since_index, data)
+    return (seg.size, seg.next_offset, seg.largest_timestamp, list(seg.index.offsets), list(seg.index.positions),
+            list(seg.index.recent_offsets), list(seg.index.recent_positions), bytes(seg.index.unwritten),
+            seg.index.bytes_since_entry, data)
 
 
 @pytest.mark.parametrize("room", [0, 100], ids=["nothing-written", "short-write"])
@@ -283,5 +285,5 @@ def test_an_index_write_the_disk_cannot_hold_fails_after_the_entries_are_appende
     seg.append(68, 71, batch(68))                                 # room again: the pending entries go too
     with open(seg.index_path, "rb") as f:
         written = [(seg.base_offset + rel, pos) for rel, pos in INDEX_ENTRY.iter_unpack(f.read())]
-    assert written == list(zip(seg._offsets, seg._positions)) and len(written) == INDEX_WRITE_BATCH + 1
+    assert written == list(zip(seg.index.offsets, seg.index.positions)) and len(written) == INDEX_WRITE_BATCH + 1
     seg.close()
