@@ -18,7 +18,7 @@ from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.model import BrokerEndpoint, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
-from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.errors import ErrorCode, error_name
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ReplicaFetcher:
             raise
         if not self._session.handle_response(response["error_code"], response["session_id"]):
             log.info("Broker %d: fetch session with broker %d lost (%s); starting a new one",
-                     self.broker_id, self.source.broker_id, ErrorCode(response["error_code"]).name)
+                     self.broker_id, self.source.broker_id, error_name(response["error_code"]))
             return
         backoff = False
         for topic in response["responses"]:

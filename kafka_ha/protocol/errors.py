@@ -69,6 +69,19 @@ class ErrorCode(enum.IntEnum):
     STALE_BROKER_EPOCH = 77
 
 
+def error_name(code: int) -> str:
+    """The name of an error code read off the wire; one this build does not know by number
+    (``ErrorCode(code)`` would raise on it).
+
+    >>> error_name(6), error_name(9999)
+    ('NOT_LEADER_FOR_PARTITION', 'error code 9999')
+    """
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
 class KafkaProtocolError(Exception):
     """An error that maps onto a protocol error code (``self.code``)."""
 

@@ -40,7 +40,7 @@ from kafka_ha.client.offsets import LATEST, OffsetClient, by_topic
 from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
-from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.errors import ErrorCode, error_name
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.shallow import iter_entries
 
@@ -250,7 +250,7 @@ class RoundFetcher:
                 code = part["error_code"]
                 if code != ErrorCode.NONE:
                     self._warn((broker, tp, code), f"replica {broker} of partition {tp}: "
-                                                   f"{ErrorCode(code).name} ({code})")
+                                                   f"{error_name(code)} ({code})")
                 result[tp] = ReplicaFetch(part["high_watermark"], bytes(part["records"] or b""), code)
         return result
 
