@@ -93,6 +93,9 @@ class LocalCluster:
     (2, 9093, '127.0.0.1:2181/t', 2)
     >>> cfg["log.dirs"], cfg["unclean.leader.election.enable"]
     ('/tmp/kh/broker-2/data', False)
+    >>> c.broker_overrides[2] = {"zookeeper.session.timeout.ms": 30000}
+    >>> [c.broker_config(i)["zookeeper.session.timeout.ms"] for i in (1, 2)]
+    [6000, 30000]
     """
 
     def __init__(self, dir, brokers=3, zookeepers=3, zk_port=2181, broker_port=9092,
@@ -101,6 +104,7 @@ class LocalCluster:
         self.dir = Path(dir).resolve()
         self.brokers = brokers
         self.overrides = dict(overrides or {})
+        self.broker_overrides = {}   # {broker id: {key: value}}, over ``overrides``
         self.zk_session_timeout_ms = zk_session_timeout_ms
         self.broker_ports = list(broker_ports or range(broker_port, broker_port + brokers))
         if len(self.broker_ports) != brokers:
@@ -140,7 +144,7 @@ class LocalCluster:
         return self.dir / f"broker-{i}.pid"
 
     def broker_config(self, i):
-        """The typed config of broker ``i`` (defaults, then the overrides)."""
+        """The typed config of broker ``i`` (defaults, the overrides, then its own)."""
         config = {
             "broker.id": i,
             "port": self.port(i),
@@ -151,6 +155,7 @@ class LocalCluster:
             **DEFAULT_BROKER_CONFIG,
         }
         config.update(self.overrides)
+        config.update(self.broker_overrides.get(i, {}))
         return config
 
     def write_config(self, i):

@@ -144,6 +144,11 @@ class ClusterFixture:
         None while it runs."""
         return self.cluster.broker_exit_status(i)
 
+    def set_broker_config(self, i, config):
+        """Config values of broker ``i``'s own, over the fixture's overrides; they apply
+        from its next start."""
+        self.cluster.broker_overrides.setdefault(i, {}).update(config)
+
     def start_broker(self, i, wait=True):
         return self.cluster.start_broker(i, wait=wait)
 

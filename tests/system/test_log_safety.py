@@ -115,7 +115,7 @@ def test_kip279_fast_double_failover_converges_on_the_last_leader(cluster_factor
     # its own, while A's and B's shorter ones let each kill -9 be noticed.
     controller = cluster.wait_until(cluster.controller, message="no controller")
     a, b, c = sorted(cluster.broker_ids, key=lambda i: i != controller)
-    set_broker_config(cluster, c, {"zookeeper.session.timeout.ms": 30000})
+    cluster.set_broker_config(c, {"zookeeper.session.timeout.ms": 30000})
     cluster.restart(c)
     cluster.wait_registered([c])
     create_topic(cluster, "kip279", 1, 3, "--replica-assignment", f"{a}:{b}:{c}")
@@ -152,12 +152,6 @@ def test_kip279_fast_double_failover_converges_on_the_last_leader(cluster_factor
     truncation = log_text(cluster, b, "server.log", offset)
     assert f"truncating from offset 2 to 1 (leader {c} answered epoch {e1} ends at 2)" in truncation
     verify_replicas(cluster, "kip279")
-
-
-def set_broker_config(cluster, broker, config):
-    """Give one broker config values of its own (the fixture's overrides apply to all)."""
-    base = cluster.cluster.broker_config
-    cluster.cluster.broker_config = lambda i: {**base(i), **(config if i == broker else {})}
 
 
 def stop_fetching(cluster, broker, stopped):
