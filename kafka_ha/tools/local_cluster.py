@@ -129,7 +129,11 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self):
-        return ",".join(f"{HOST}:{self.port(i)}" for i in self.broker_ids)
+        return self.bootstrap_of(self.broker_ids)
+
+    def bootstrap_of(self, ids):
+        """The bootstrap list of brokers ``ids`` only."""
+        return ",".join(f"{HOST}:{self.port(i)}" for i in ids)
 
     def broker_dir(self, i):
         return self.dir / f"broker-{i}"

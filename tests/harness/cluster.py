@@ -127,6 +127,9 @@ class ClusterFixture:
     def bootstrap_servers(self):
         return self.cluster.bootstrap_servers
 
+    def bootstrap_of(self, ids):
+        return self.cluster.bootstrap_of(ids)
+
     def port(self, i):
         return self.cluster.port(i)
 

@@ -23,8 +23,7 @@ SESSION_MS = 4000
 def produce(cluster, topic, values, acks=-1, partition=0, via=None):
     """Offsets of ``values`` produced to ``topic``; ``via`` bootstraps through those brokers
     only (a stopped broker accepts connections but would hold the metadata request)."""
-    bootstrap = ",".join(f"127.0.0.1:{cluster.port(i)}" for i in via) if via else cluster.bootstrap_servers
-    p = Producer(bootstrap, acks=acks, retries=20)
+    p = Producer(cluster.bootstrap_of(via) if via else cluster.bootstrap_servers, acks=acks, retries=20)
     futures = [p.send(topic, v, partition=partition) for v in values]
     p.flush()
     offsets = [f.get(timeout=30).offset for f in futures] if acks != 0 else []

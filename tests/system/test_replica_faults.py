@@ -40,10 +40,6 @@ def create_partition(cluster, replicas):
     return read_state(cluster, TOPIC, 0)
 
 
-def bootstrap_of(cluster, brokers):
-    return ",".join(f"{HOST}:{cluster.port(b)}" for b in brokers)
-
-
 def acked_offsets(bootstrap, values, **producer_config):
     """Produce ``values`` with acks=all and wait for every answer: {value: acknowledged offset}."""
     producer = Producer(bootstrap, acks="all", retries=20, **producer_config)
@@ -164,7 +160,7 @@ def test_zombie_leader_never_acks_and_rejoins_as_follower(cluster_factory, zombi
         # The producer knows only the survivors: a metadata request to the stopped
         # broker would hang (and an attempt sent there on stale metadata times out
         # and is retried at the new leader).
-        acked.update(acked_offsets(bootstrap_of(cluster, survivors), unique_values(b"during", 20),
+        acked.update(acked_offsets(cluster.bootstrap_of(survivors), unique_values(b"during", 20),
                                    request_timeout_ms=5000))
         state_change_offset = log_size(cluster, zombie, "state-change.log")
         queued = queue_produces(cluster.port(zombie), refused)
