@@ -15,6 +15,11 @@ from typing import Any, Callable
 
 import yaml
 
+from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
+
+LONG_MAX = (1 << 63) - 1      # Kafka's "never" for its flush intervals
+MIN_ENTRY_BYTES = LOG_OVERHEAD + V0_MIN_SIZE   # the smallest log entry: segments and batches hold one
+
 
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used; the message names the key."""
@@ -42,6 +47,25 @@ def _str(value: Any) -> str:
     if isinstance(value, (str, int)) and not isinstance(value, bool):
         return str(value)
     raise ValueError(f"expected a string, got {value!r}")
+
+
+def _at_least(minimum: int) -> Callable[[Any], int]:
+    """An integer parser with Kafka's range message (``ConfigDef.Range.atLeast``)."""
+    def parse(value: Any) -> int:
+        number = _int(value)
+        if number < minimum:
+            raise ValueError(f"Value must be at least {minimum}")
+        return number
+    return parse
+
+
+def _cleanup_policy(value: Any) -> str:
+    """Only ``delete``: this broker has no log cleaner, and a topic that asked for
+    compaction must hear so rather than grow without bound."""
+    policies = {p.strip() for p in _str(value).split(",")}
+    if policies != {"delete"}:
+        raise ValueError("kafka-ha has no log cleaner: only cleanup.policy=delete is supported")
+    return "delete"
 
 
 def _dirs(value: Any) -> tuple[str, ...]:
@@ -105,11 +129,17 @@ KEYS: tuple[Key, ...] = (
     Key("replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint period", 1),
     Key("controller.socket.timeout.ms", _int, 30000, "controller-to-broker request timeout", 1),
     Key("socket.request.max.bytes", _int, 104857600, "largest request frame accepted", 1),
-    Key("message.max.bytes", _int, 1000012, "largest record batch accepted", 1),
-    Key("log.segment.bytes", _int, 1073741824, "segment size before rolling", 14),
+    Key("message.max.bytes", _int, 1000012, "largest record batch accepted", MIN_ENTRY_BYTES),
+    Key("log.segment.bytes", _int, 1073741824, "segment size before rolling", MIN_ENTRY_BYTES),
     Key("log.retention.hours", _int, 168, "time-based retention", -1),
     Key("log.retention.bytes", _int, -1, "size-based retention per partition; -1 is none", -1),
     Key("log.retention.check.interval.ms", _int, 300000, "retention check period", 1),
+    Key("log.flush.interval.messages", _int, LONG_MAX, "appended messages before a log is fsynced", 1),
+    Key("log.flush.interval.ms", _int, None,
+        "time appends may stay unflushed; unset: log.flush.scheduler.interval.ms", 0),
+    Key("log.flush.scheduler.interval.ms", _int, LONG_MAX, "how often logs are checked against flush.ms", 1),
+    Key("log.flush.offset.checkpoint.interval.ms", _int, 60000,
+        "period of the recovery-point checkpoint, which bounds recovery after a crash", 1),
     Key("reserved.broker.max.id", _int, 1000, "highest id a broker may configure", 0),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
@@ -214,14 +244,14 @@ def _parse(values: dict[str, Any], source: str) -> dict[str, Any]:
 # supplies each one's default (Kafka's LogConfig names).
 TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "unclean.leader.election.enable": ("unclean.leader.election.enable", _bool),
-    "min.insync.replicas": ("min.insync.replicas", _int),
-    "retention.ms": (None, _int),
+    "min.insync.replicas": ("min.insync.replicas", _at_least(1)),
+    "retention.ms": (None, _at_least(-1)),
     "retention.bytes": ("log.retention.bytes", _int),
-    "segment.bytes": ("log.segment.bytes", _int),
-    "max.message.bytes": ("message.max.bytes", _int),
-    "cleanup.policy": (None, _str),
-    "flush.messages": (None, _int),
-    "flush.ms": (None, _int),
+    "segment.bytes": ("log.segment.bytes", _at_least(MIN_ENTRY_BYTES)),
+    "max.message.bytes": ("message.max.bytes", _at_least(MIN_ENTRY_BYTES)),
+    "cleanup.policy": (None, _cleanup_policy),
+    "flush.messages": ("log.flush.interval.messages", _at_least(0)),
+    "flush.ms": (None, _at_least(0)),        # default: log.flush.interval.ms, else the scheduler's
 }
 
 

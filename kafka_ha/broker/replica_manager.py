@@ -27,6 +27,9 @@ from kafka_ha.protocol.partition_states import from_wire
 from kafka_ha.state_change_log import LOGGER_NAME, StateChangeBatch
 
 state_change = logging.getLogger(LOGGER_NAME)
+# Intervals at or above this (~31 years) mean "never": gevent's timers cannot take Long.MAX_VALUE.
+NEVER_MS = 10**12
+
 log = logging.getLogger(__name__)
 
 
@@ -71,7 +74,12 @@ class ReplicaManager:
                          self.checkpoint_high_watermarks),
             gevent.spawn(self._every, self.config["log.retention.check.interval.ms"] / 1000,
                          self._run_retention),
+            gevent.spawn(self._every, self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
+                         self.checkpoint_recovery_points),
         ]
+        flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
+        if flush_check_ms < NEVER_MS:   # Kafka's default is Long.MAX_VALUE: no flusher at all
+            self._tasks.append(gevent.spawn(self._every, flush_check_ms / 1000, self._flush_dirty_logs))
 
     def shutdown(self) -> None:
         for task in self._tasks:
@@ -105,6 +113,18 @@ class ReplicaManager:
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
             with self._writing("writing the high watermark checkpoint"):
                 self.log_manager.checkpoint_high_watermarks({**self._checkpointed_hws, **hws})
+
+    def checkpoint_recovery_points(self) -> None:
+        """How far each log is known to be on disk, so that a restart after a crash
+        recovers only what came after (log.flush.offset.checkpoint.interval.ms)."""
+        if self.log_manager is not None:
+            with self._writing("writing the recovery point checkpoint"):
+                self.log_manager.checkpoint_recovery_points()
+
+    def _flush_dirty_logs(self) -> None:
+        if self.log_manager is not None:
+            with self._writing("flushing logs"):
+                self.log_manager.flush_dirty_logs(now_ms())
 
     def _writing(self, action: str) -> HaltOnIOError:
         """Guards a write to the log directories: an OSError in it halts the broker."""

@@ -10,7 +10,7 @@ import logging
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from kafka_ha.config import BrokerConfig, topic_setting
+from kafka_ha.config import BrokerConfig, ConfigError, topic_setting, validate_topic_config
 from kafka_ha.zk import admin_znodes as azn
 from kafka_ha.zk.errors import MalformedZnode
 
@@ -35,12 +35,21 @@ class TopicConfigs:
         path = azn.TopicConfigZNode.path(topic)
         try:
             data, _ = self.zk.get(path)
-            return azn.TopicConfigZNode.decode(data, path)
+            overrides = azn.TopicConfigZNode.decode(data, path)
         except NoNodeError:
             return {}
         except (MalformedZnode, KazooException) as e:
             log.error("Using broker defaults for topic %s: %s", topic, e)
             return {}
+        # Another tool may have written a value our admin commands refuse (say
+        # cleanup.policy=compact); say so once here, where it is read.
+        for name, value in overrides.items():
+            try:
+                validate_topic_config({name: value})
+            except ConfigError as e:
+                log.error("Ignoring topic %s's override %s=%s, using the broker default: %s",
+                          topic, name, value, e)
+        return overrides
 
     def invalidate(self, topic: str) -> None:
         self._overrides.pop(topic, None)

@@ -23,7 +23,8 @@ class LogConfig:
     retention_bytes: int = -1                 # log.retention.bytes; < 0: unlimited
     max_message_bytes: int = 1000012          # message.max.bytes (one entry incl. its 12-byte prefix)
     index_interval_bytes: int = 4096          # log.index.interval.bytes
-    flush_messages: int | None = None         # log.flush.interval.messages; None: the broker's timer
+    flush_messages: int | None = None         # flush.messages: fsync after this many; None: never
+    flush_ms: int | None = None               # flush.ms: fsync when unflushed this long; None: never
     file_delete_delay_ms: int = 60000         # file.delete.delay.ms: deleted segments stay readable
 
     def __post_init__(self) -> None:
@@ -34,5 +35,7 @@ class LogConfig:
             raise ValueError(f"max_message_bytes {self.max_message_bytes} is too small")
         if self.index_interval_bytes < 0 or self.file_delete_delay_ms < 0:
             raise ValueError("index_interval_bytes and file_delete_delay_ms must be >= 0")
-        if self.flush_messages is not None and self.flush_messages < 1:
-            raise ValueError(f"flush_messages must be >= 1 or None, not {self.flush_messages}")
+        for name in ("flush_messages", "flush_ms"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0 or None, not {value}")

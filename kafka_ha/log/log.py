@@ -16,6 +16,7 @@ import shutil
 import time
 from typing import NamedTuple
 
+from kafka_ha import clock
 from kafka_ha.model import TopicPartition
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
@@ -66,6 +67,7 @@ class Log:
         self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
             else min(recovery_point, self.log_end_offset)
         self._unflushed_messages = 0
+        self.last_flush_ms = clock.now_ms()        # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
         self._graveyard: list[tuple[float, LogSegment]] = []
         log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
@@ -166,9 +168,14 @@ class Log:
         self._unflushed_messages += count
 
     def _maybe_flush(self) -> None:
-        """log.flush.interval.messages: after the epochs of the appended records are known."""
-        if self.config.flush_messages and self._unflushed_messages >= self.config.flush_messages:
+        """flush.messages: after the epochs of the appended records are known (0 flushes
+        every append, as in Kafka)."""
+        if self.config.flush_messages is not None and self._unflushed_messages >= self.config.flush_messages:
             self.flush()
+
+    def flush_due(self, now: int) -> bool:
+        """flush.ms: whether appends have waited long enough for the broker's flusher."""
+        return self.config.flush_ms is not None and now - self.last_flush_ms >= self.config.flush_ms
 
     def _roll(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.dir, base_offset, self.config.index_interval_bytes)
@@ -311,6 +318,7 @@ class Log:
         """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
         the recovery point (default: to the LEO)."""
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        self.last_flush_ms = clock.now_ms()
         if self._dir_dirty:
             fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
             self._dir_dirty = False

@@ -148,6 +148,14 @@ class LogManager:
             deleted += lg.delete_old_segments(now_ms, hw)
         return deleted
 
+    def flush_dirty_logs(self, now_ms: int) -> int:
+        """Flush every log whose flush.ms has passed since its last flush (Kafka's
+        ``flushDirtyLogs``); returns how many were flushed."""
+        due = [lg for lg in self._logs.values() if lg.flush_due(now_ms)]
+        for lg in due:
+            lg.flush()
+        return len(due)
+
     def flush_all(self) -> None:
         """fsync every log up to its LEO, then record the new recovery points."""
         for lg in self._logs.values():

@@ -339,11 +339,11 @@ def test_alter_and_describe_topic_config(env):
     env.topic("bar", {0: (1,)})
     code, out, err = env.tool("kafka-configs.sh", "--entity-type", "topics", "--entity-name",
                               "foo", "--alter", "--add-config",
-                              "retention.ms=1000,cleanup.policy=[compact,delete]")
+                              "retention.ms=1000,cleanup.policy=[delete]")
     assert (code, out) == (0, "Completed Updating config for entity: topic 'foo'.\n"), err
     data = env.get(azn.TopicConfigZNode.path("foo"))
     assert data == (b'{"version":1,"config":{"flush.ms":"10","retention.ms":"1000",'
-                    b'"cleanup.policy":"compact,delete"}}')
+                    b'"cleanup.policy":"delete"}}')
     validate_znode("topic_config", data)
     changes = config_changes(env)
     assert [c[1] for c in changes] == [b'{"version":2,"entity_path":"topics/foo"}']

@@ -263,9 +263,8 @@ def test_add_config_parsing(text, expected):
 def test_delete_config_and_merge():
     assert cc.parse_delete_config(["a,b", " c ", "d,,"]) == ["a", "b", "c", "d"]
     current = {"retention.ms": "1", "flush.ms": "2"}
-    assert cc.altered_config(current, {"retention.ms": "5", "cleanup.policy": "compact,delete"},
-                             ["flush.ms"]) == {"retention.ms": "5",
-                                               "cleanup.policy": "compact,delete"}
+    assert cc.altered_config(current, {"retention.ms": "5", "cleanup.policy": "delete"},
+                             ["flush.ms"]) == {"retention.ms": "5", "cleanup.policy": "delete"}
     assert current == {"retention.ms": "1", "flush.ms": "2"}, "the input is not modified"
     with pytest.raises(cc.ConfigCommandError, match=r"^Invalid config\(s\): a,b$"):
         cc.altered_config(current, {}, ["a", "flush.ms", "b"])
@@ -273,6 +272,9 @@ def test_delete_config_and_merge():
         cc.altered_config({}, {"nope": "1"}, [])
     with pytest.raises(ConfigError, match="retention.ms"):
         cc.altered_config({}, {"retention.ms": "soon"}, [])
+    with pytest.raises(ConfigError, match=r"^Invalid value compact,delete for configuration "
+                                          r"cleanup.policy: kafka-ha has no log cleaner"):
+        cc.altered_config({}, {"cleanup.policy": "compact,delete"}, [])
 
 
 def test_describe_line():

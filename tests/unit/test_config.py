@@ -59,3 +59,34 @@ def test_topic_overrides():
                          {"unclean.leader.election.enable": "true"}, cfg) is True
     with pytest.raises(ConfigError, match='Unknown configuration "retention.msx"'):
         validate_topic_config({"retention.msx": "1"})
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("cleanup.policy", "compact", "kafka-ha has no log cleaner: only cleanup.policy=delete is supported"),
+    ("cleanup.policy", "compact,delete", "kafka-ha has no log cleaner"),
+    ("segment.bytes", "10", "Value must be at least 26"),
+    ("max.message.bytes", "0", "Value must be at least 26"),
+    ("min.insync.replicas", "0", "Value must be at least 1"),
+    ("retention.ms", "-2", "Value must be at least -1"),
+    ("flush.messages", "-1", "Value must be at least 0"),
+    ("flush.ms", "soon", "expected an integer"),
+])
+def test_topic_overrides_out_of_range_get_kafkas_message(name, value, message):
+    """A value the broker could not use is refused by the tools, not found out later by
+    the broker when it builds the log."""
+    with pytest.raises(ConfigError, match=f"^Invalid value {value} for configuration {name}: "
+                                          f"{message}"):
+        validate_topic_config({name: value})
+
+
+def test_flush_settings_and_their_defaults():
+    cfg = BrokerConfig(BASE)
+    assert validate_topic_config({"cleanup.policy": " delete", "flush.messages": "0", "flush.ms": "0"}) == \
+        {"cleanup.policy": "delete", "flush.messages": 0, "flush.ms": 0}
+    assert cfg["log.flush.interval.messages"] == (1 << 63) - 1          # Kafka's Long.MAX_VALUE: never
+    assert cfg["log.flush.interval.ms"] is None
+    assert cfg["log.flush.offset.checkpoint.interval.ms"] == 60000
+    assert topic_setting("flush.messages", {}, cfg) == (1 << 63) - 1
+    assert topic_setting("flush.messages", {"flush.messages": "-5"}, cfg) == (1 << 63) - 1
+    with pytest.raises(ConfigError, match="log.segment.bytes: must be >= 26"):
+        BrokerConfig({**BASE, "log.segment.bytes": 14})

@@ -258,6 +258,26 @@ def test_flush_messages(tmp_path):
     lg.close()
 
 
+def test_flush_messages_zero_flushes_every_append(tmp_path):
+    lg = open_log(tmp_path, LogConfig(flush_messages=0))
+    lg.append_as_leader(produce(), 0)
+    assert lg.recovery_point == 4
+    lg.close()
+
+
+def test_flush_ms_is_due_after_the_last_flush(tmp_path):
+    lg = open_log(tmp_path, LogConfig(flush_ms=1000))
+    created = lg.last_flush_ms
+    assert not lg.flush_due(created + 999) and lg.flush_due(created + 1000)
+    lg.append_as_leader(produce(), 0)
+    lg.flush()
+    assert lg.recovery_point == 4 and not lg.flush_due(lg.last_flush_ms + 999)
+    untimed = open_log(tmp_path / "other")
+    assert not untimed.flush_due(created + 10**12), "no flush.ms: never due"
+    untimed.close()
+    lg.close()
+
+
 def test_offset_for_time(lg):
     for i in range(5):
         lg.append_as_leader(produce(ts=1000 * i), 0)

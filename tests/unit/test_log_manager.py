@@ -110,6 +110,18 @@ def test_recovery_points_checkpointed_after_flush(dirs):
     mgr.close()
 
 
+def test_flush_dirty_logs_flushes_only_logs_past_their_flush_ms(dirs):
+    mgr = LogManager(dirs, CONFIG)
+    timed = mgr.get_or_create_log(TP("timed", 0), LogConfig(flush_ms=500))
+    untimed = mgr.get_or_create_log(TP("untimed", 0))
+    for lg in (timed, untimed):
+        lg.append_as_leader(batch(), 0)
+    assert mgr.flush_dirty_logs(timed.last_flush_ms + 499) == 0 and timed.recovery_point == 0
+    assert mgr.flush_dirty_logs(timed.last_flush_ms + 500) == 1
+    assert (timed.recovery_point, untimed.recovery_point) == (4, 0)
+    mgr.close()
+
+
 def test_delete_log_and_retention(dirs):
     mgr = LogManager(dirs, LogConfig(segment_bytes=4000, retention_bytes=0, retention_ms=-1))
     lg = mgr.get_or_create_log(TP("a", 0))
