@@ -56,6 +56,9 @@ class LogManager:
         self._config_for = config_for or (lambda topic: default_config)
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Logs per directory, kept as they come and go: counting them for every new
+        # log made creating 10,000 partitions quadratic (4.5 s of CPU).
+        self._log_count = {d: 0 for d in self.log_dirs}
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             self._load_dir(log_dir)
@@ -80,6 +83,7 @@ class LogManager:
                 raise RuntimeError(f"partition {tp} has a log in both {self._dir_of[tp]} and {log_dir}")
             self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean)
             self._dir_of[tp] = log_dir
+            self._log_count[log_dir] += 1
         if clean:
             os.unlink(marker)     # from now on a crash must trigger recovery again
 
@@ -96,13 +100,11 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=self._log_count.__getitem__)
         path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}")
         created = Log(path, tp, config or self._config_for(tp.topic))
         self._logs[tp], self._dir_of[tp] = created, log_dir
+        self._log_count[log_dir] += 1
         log.info("created log for %s in %s", tp, log_dir)
         return created
 
@@ -110,7 +112,7 @@ class LogManager:
         removed = self._logs.pop(tp, None)
         if removed is None:
             return False
-        self._dir_of.pop(tp)
+        self._log_count[self._dir_of.pop(tp)] -= 1
         removed.delete()
         log.info("deleted log for %s", tp)
         return True

@@ -29,7 +29,13 @@ def test_new_logs_go_to_the_least_loaded_dir(dirs):
     assert sorted(placed.values()).count(dirs[0]) == 2 and sorted(placed.values()).count(dirs[1]) == 2
     assert mgr.get_or_create_log(TP("a", 0)) is mgr.get_log(TP("a", 0))
     assert os.path.isdir(os.path.join(placed[TP("my-topic", 12)], "my-topic-12"))
+    mgr.delete_log(TP("a", 1))                     # its directory (the second) now holds the fewest
+    assert os.path.dirname(mgr.get_or_create_log(TP("c", 0)).dir) == placed[TP("a", 1)] == dirs[1]
     mgr.close()
+    again = LogManager(dirs, CONFIG)                # counted again when loaded
+    assert os.path.dirname(again.get_or_create_log(TP("d", 0)).dir) == dirs[0]
+    assert os.path.dirname(again.get_or_create_log(TP("d", 1)).dir) == dirs[1]
+    again.close()
 
 
 def test_restart_loads_every_partition_and_skips_strangers(dirs, caplog):
