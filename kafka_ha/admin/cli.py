@@ -7,6 +7,16 @@ from __future__ import annotations
 
 import argparse
 
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from kafka_ha.zk.errors import error_text
+
+# ZooKeeper could not be reached, or went away mid-command (no quorum, say): a
+# command reports it in one line and exits 1, without a traceback.
+ZK_UNAVAILABLE = (ConnectionError, ConnectionLoss, SessionExpiredError, OperationTimeoutError,
+                  KazooTimeoutError)
+
 ZOOKEEPER_HELP = ("REQUIRED: The connection string for the zookeeper connection in the form "
                   "host:port. Multiple URLS can be given to allow fail-over.")
 
@@ -26,3 +36,17 @@ def usage_error(parser: argparse.ArgumentParser, message: str, out) -> int:
     print(message, file=out)
     parser.print_usage(out)
     return 1
+
+
+def error_message(error: BaseException) -> str:
+    """The text a command prints for ``error``; kazoo's connection errors have none of
+    their own, so they are named.
+
+    >>> error_message(ValueError("bad"))
+    'bad'
+    >>> error_message(ConnectionLoss())
+    'ZooKeeper is unavailable (ConnectionLoss)'
+    """
+    if isinstance(error, ZK_UNAVAILABLE) and not isinstance(error, ConnectionError):
+        return f"ZooKeeper is unavailable ({error_text(error)})"
+    return str(error)

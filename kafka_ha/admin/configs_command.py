@@ -19,7 +19,7 @@ import sys
 
 from kazoo.exceptions import NoNodeError
 
-from kafka_ha.admin.cli import add_zookeeper_argument, usage_error
+from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
 
@@ -186,8 +186,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
     try:
         with ZkAdmin(args.zookeeper) as admin:
             (alter if args.alter else describe)(admin, args, out)
-    except (ConfigCommandError, ConfigError, ValueError, ConnectionError, NoNodeError) as e:
-        print(f"Error while executing config command : {e}", file=out)
+    except (ConfigCommandError, ConfigError, ValueError, NoNodeError, *ZK_UNAVAILABLE) as e:
+        print(f"Error while executing config command : {error_message(e)}", file=out)
         return 1
     return 0
 

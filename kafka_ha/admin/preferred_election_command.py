@@ -19,7 +19,8 @@ import time
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafka_ha.admin.cli import add_wait_arguments, add_zookeeper_argument, usage_error
+from kafka_ha.admin.cli import (ZK_UNAVAILABLE, add_wait_arguments, add_zookeeper_argument, error_message,
+                               usage_error)
 from kafka_ha.admin.admin_input import (ReassignCommandError, json_or_none,
                                         read_file_as_string)
 from kafka_ha.admin.reassign_command import POLL_INTERVAL_S
@@ -172,10 +173,10 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                   f"{scala_set(requested)}", file=out, flush=True)
             if args.wait and written:
                 return wait_until_done(admin, args.timeout, err)
-    except (ElectionCommandError, ReassignCommandError, ValueError, ConnectionError,
-            NoNodeError) as e:
+    except (ElectionCommandError, ReassignCommandError, ValueError, NoNodeError,
+            *ZK_UNAVAILABLE) as e:
         print("Failed to start preferred replica election", file=out)
-        print(e, file=out)
+        print(error_message(e), file=out)
         return 1
     return 0
 

@@ -29,7 +29,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, parse_broker_list,
                                         parse_reassignment, parse_topics_to_move,
                                         read_file_as_string, validate_reassignment)
-from kafka_ha.admin.cli import add_wait_arguments, add_zookeeper_argument, usage_error
+from kafka_ha.admin.cli import (ZK_UNAVAILABLE, add_wait_arguments, add_zookeeper_argument, error_message,
+                               usage_error)
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
@@ -287,9 +288,9 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                 execute(admin, requested, out, err)
             else:
                 return verify(admin, requested, args.wait, args.timeout, out, err)
-    except (ReassignCommandError, AdminOperationError, ValueError, ConnectionError,
-            NoNodeError) as e:
-        print(f"Partitions reassignment failed due to {e}", file=out)
+    except (ReassignCommandError, AdminOperationError, ValueError, NoNodeError,
+            *ZK_UNAVAILABLE) as e:
+        print(f"Partitions reassignment failed due to {error_message(e)}", file=out)
         return 1
     return 0
 

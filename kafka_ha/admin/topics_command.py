@@ -16,7 +16,7 @@ from typing import Iterable
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
-from kafka_ha.admin.cli import add_zookeeper_argument, usage_error
+from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
 from kafka_ha.zk.znodes import validate_topic_name
@@ -196,14 +196,15 @@ def main(argv: list[str] | None = None, out=None) -> int:
         with ZkAdmin(args.zookeeper) as admin:
             {"create": create, "list": list_topics, "describe": describe, "alter": alter,
              "delete": delete}[chosen[0]](admin, args, out)
-    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, NoNodeError) as e:
-        print(f"Error while executing topic command : {e}", file=out)
-        return 1
     except BrokenPipeError:
-        # `--describe | head` closed our output: stop quietly.  Stdout now points at
+        # `--describe | head` closed our output: stop quietly (before the
+        # ConnectionError clause: a broken pipe is one).  Stdout now points at
         # /dev/null, or the interpreter's last flush would print the same error again.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, NoNodeError, *ZK_UNAVAILABLE) as e:
+        print(f"Error while executing topic command : {error_message(e)}", file=out)
+        return 1
     return 0
 
 
