@@ -28,12 +28,19 @@ def zk_ensemble():
 
 
 @pytest.fixture
-def cluster_factory(request, zk_ensemble):
+def cluster_ensemble(zk_ensemble):
+    """The ensemble ``cluster_factory`` builds on; a module whose tests kill ZooKeeper
+    servers overrides this with an ensemble of its own."""
+    return zk_ensemble
+
+
+@pytest.fixture
+def cluster_factory(request, cluster_ensemble):
     clusters = []
     request.node.kafka_ha_clusters = clusters
 
     def make(brokers=3, overrides=None, start=True, **kwargs):
-        cluster = ClusterFixture(brokers, overrides, ensemble=zk_ensemble, **kwargs)
+        cluster = ClusterFixture(brokers, overrides, ensemble=cluster_ensemble, **kwargs)
         clusters.append(cluster)
         return cluster.start() if start else cluster
 

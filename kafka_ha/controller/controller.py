@@ -15,6 +15,7 @@ import gevent
 from gevent.event import AsyncResult
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import KazooState
 
 from kafka_ha.config import BrokerConfig, topic_setting
@@ -144,6 +145,11 @@ class KafkaController:
         if isinstance(error, ControllerMoved):
             self._resign(f"controller moved: {error}", touch_zk=False)
             self._elect()  # learn who the controller is and re-arm the watch
+        elif isinstance(error, SessionExpiredError):
+            # Expected, no bug: the session listener has queued SessionExpired
+            # (resign) and NewSession (re-register and re-elect) behind this event.
+            log.warning("Abandoned %s: the ZooKeeper session ended (%s)", type(event).__name__,
+                        str(error) or "session expired")
         else:
             log.exception("Error handling %s; the controller carries on", type(event).__name__,
                           exc_info=error)
@@ -151,12 +157,13 @@ class KafkaController:
     # ---- election -------------------------------------------------------
 
     def _on_startup(self, _event: object) -> None:
-        self._register_broker()
+        self.store.zk.call("the broker registration", self._register_broker)
         self._elect()
 
     def _on_new_session(self, _event: object) -> None:
         self._resign("new ZooKeeper session", touch_zk=False)
-        self._register_broker()
+        # Registration is safe to repeat (it accepts a node this session owns).
+        self.store.zk.call("the broker registration", self._register_broker)
         self._elect()
 
     def _elect(self) -> None:
@@ -185,8 +192,7 @@ class KafkaController:
         if self.channel is not None:
             self.channel.stop()
             self.channel = None
-        if touch_zk:
-            self.store.resign()
+        self.store.resign(delete_znode=touch_zk)  # also unties the store from this term's session
         self.ctx = ControllerContext()
 
     # ---- failover (reference/controller.md §4, 2.x order) ----------------

@@ -52,10 +52,20 @@ class EventLoop:
             except gevent.GreenletExit:
                 raise
             except BaseException as e:  # a controller never dies from one event
-                self._on_error(event, e)
+                self._report(event, e)
             self.processed += 1
             elapsed_ms = (time.monotonic() - started) * 1000
             log.debug("Processed %s in %.1f ms", type(event).__name__, elapsed_ms)
+
+    def _report(self, event: Any, error: BaseException) -> None:
+        try:
+            self._on_error(event, error)
+        except gevent.GreenletExit:
+            raise
+        except BaseException:
+            # The error handler talks to ZooKeeper too (re-election after a
+            # controller move); its failure must not end this greenlet.
+            log.exception("Error recovering from the failure of %s", type(event).__name__)
 
 
 _STOP = object()

@@ -155,16 +155,18 @@ class PartitionStateMachine:
             return
         result = self.store.create_states(creates)
         self.zk_writes += len(creates)
-        lines = StateChangeBatch()
-        for tp, written in result.written.items():
-            self._record(tp, written, election.Outcome(written, "new partition online"), batch, lines)
-        lines.emit()
+        written = dict(result.written)
         for tp, why in result.failed.items():
             log.error("Failed to create the state of partition %s: %s", tp, why)
         if result.conflicts:
-            # Someone (an earlier controller) created them first: adopt what is there.
             for tp, stored in self.store.partition_states(result.conflicts).items():
-                if isinstance(stored, LeaderAndIsr):
-                    self.ctx.states[tp] = stored
+                if isinstance(stored, LeaderAndIsr) and stored.same_content(creates[tp]):
+                    written[tp] = stored  # ours: a create sent again after its reply was lost
+                elif isinstance(stored, LeaderAndIsr):
+                    self.ctx.states[tp] = stored  # an earlier controller created it: adopt it
                 else:
                     self._skip_unreadable(tp, stored)
+        lines = StateChangeBatch()
+        for tp, state in written.items():
+            self._record(tp, state, election.Outcome(state, "new partition online"), batch, lines)
+        lines.emit()

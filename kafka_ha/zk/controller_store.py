@@ -5,6 +5,8 @@ policy; the controller decides.  Every write the controller makes after it won
 is fenced: it goes into a multi that first checks the version of
 ``/controller_epoch``.  A failed check means another controller has taken over
 since, and raises ``ControllerMoved`` so that this one resigns (KAFKA-6082).
+Every request goes through a ``SessionBoundClient``: a connection loss makes
+it wait for the next connection and go again, within the controller's session.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.multi_read import get_children_many, get_many
 from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.session_bound import SessionBoundClient
 
 log = logging.getLogger("kafka_ha.controller")
 
@@ -56,7 +58,7 @@ class WriteResult:
 
 class ControllerStore:
     def __init__(self, client: KazooClient, broker_id: int) -> None:
-        self.zk = client
+        self.zk = SessionBoundClient(client)
         self.broker_id = broker_id
         self.epoch_zk_version = -1
 
@@ -95,6 +97,7 @@ class ControllerStore:
             results = [ConnectionLoss()]
         if not any(isinstance(r, Exception) for r in results):
             self.epoch_zk_version = results[1].version
+            self.zk.bind()  # the term lasts as long as this session
             return Election(True, self.broker_id, epoch + 1, self.epoch_zk_version)
         return self._after_failed_election(epoch + 1)
 
@@ -120,18 +123,23 @@ class ControllerStore:
         except MalformedZnode:
             return Election(False, -1)
         epoch, version = self._read_epoch()
-        if (owner == self.broker_id and owner_stat.ephemeralOwner == self.zk.client_id[0]
+        if (owner == self.broker_id and owner_stat.ephemeralOwner == self.zk.session_id
                 and epoch == wanted_epoch):
             self.epoch_zk_version = version
+            self.zk.bind()
             return Election(True, owner, epoch, version)
         return Election(False, owner)
 
-    def resign(self) -> None:
-        """Delete ``/controller`` if this session still owns it."""
+    def resign(self, delete_znode: bool) -> None:
+        """End the term; with ``delete_znode`` delete ``/controller`` if this session owns it
+        (raw, not retried: a broker shutting down must not wait for ZooKeeper)."""
+        self.zk.unbind()
+        if not delete_znode:
+            return
         try:
-            _, stat = self.zk.get(zn.ControllerZNode.PATH)
-            if stat.ephemeralOwner == self.zk.client_id[0]:
-                self.zk.delete(zn.ControllerZNode.PATH, version=stat.version)
+            _, stat = self.zk.client.get(zn.ControllerZNode.PATH)
+            if stat.ephemeralOwner == self.zk.session_id:
+                self.zk.client.delete(zn.ControllerZNode.PATH, version=stat.version)
         except (NoNodeError, BadVersionError, ConnectionLoss, SessionExpiredError):
             pass
 
@@ -141,7 +149,7 @@ class ControllerStore:
         ids = self.zk.get_children(zn.BROKER_IDS_PATH, watch=watch)
         paths = {zn.BrokerIdZNode.path(int(i)): int(i) for i in ids if i.isdigit()}
         brokers = {}
-        for path, got in get_many(self.zk, paths).items():
+        for path, got in self.zk.get_many(paths).items():
             if got is None:
                 continue  # gone between the listing and the read
             data, stat = got
@@ -178,7 +186,7 @@ class ControllerStore:
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         paths = {azn.TopicConfigZNode.path(t): t for t in topics}
         out = {}
-        for path, got in get_many(self.zk, paths).items():
+        for path, got in self.zk.get_many(paths).items():
             config = {}
             if got is not None:
                 try:
@@ -193,7 +201,7 @@ class ControllerStore:
         """Current states with their versions; None if missing, the error if malformed."""
         paths = {zn.TopicPartitionStateZNode.path(*tp): tp for tp in partitions}
         out: dict[TopicPartition, LeaderAndIsr | MalformedZnode | None] = {}
-        for path, got in get_many(self.zk, paths).items():
+        for path, got in self.zk.get_many(paths).items():
             tp = paths[path]
             if got is None:
                 out[tp] = None
@@ -212,7 +220,7 @@ class ControllerStore:
 
     def read_isr_change_notifications(self, paths: list[str]) -> set[TopicPartition]:
         changed: set[TopicPartition] = set()
-        for path, got in get_many(self.zk, paths).items():
+        for path, got in self.zk.get_many(paths).items():
             if got is None:
                 continue
             try:
@@ -312,7 +320,7 @@ class ControllerStore:
         """Partition ids under each topic's ``partitions`` node; None if that node is missing."""
         paths = {zn.TopicPartitionsZNode.path(t): t for t in topics}
         return {paths[path]: None if children is None else {int(c) for c in children if c.isdigit()}
-                for path, children in get_children_many(self.zk, paths).items()}
+                for path, children in self.zk.get_children_many(paths).items()}
 
     def fenced_delete(self, path: str, version: int = -1) -> bool:
         """Delete a znode as the controller; False if it was already gone."""
@@ -368,9 +376,9 @@ class ControllerStore:
         """(unit, outcome) for each unit: a version, _CONFLICT, _RETRY or an error text."""
         try:
             results = async_result.get()
-        except (ConnectionLoss, SessionExpiredError) as e:
-            # The multi may or may not have been applied; the caller re-reads
-            # conflicts and compares content (KAFKA-1382).
+        except ConnectionLoss as e:
+            # Not sent again (no session to tie it to): it may or may not have been
+            # applied; the caller re-reads conflicts and compares content (KAFKA-1382).
             log.warning("Lost the reply to a batch of %d partition writes (%s); re-reading them",
                         len(chunk), type(e).__name__)
             return [(unit, _CONFLICT) for unit in chunk]

@@ -1,0 +1,224 @@
+"""The controller's ZooKeeper requests: sent again after a connection loss, never across sessions.
+
+Kafka's ZooKeeperClient (2.x) makes a request wait until the client is
+connected and re-sends it after a connection loss; only the end of the
+session ends it.  Without that, a request that meets a dying ZooKeeper server
+fails its whole controller event: a broker change is lost, and with it the
+watch its read would have set, so a dead broker's partitions stay leaderless.
+Retrying whole events instead is unsafe: handlers update the controller's
+context as they go, so a second run of a broker change sees no difference.
+
+kazoo fails the requests in flight when the connection drops (ConnectionLoss)
+and queues those made while it reconnects, so sending a failed request again
+makes it wait for the next connection.  What it must not do is cross into
+another session: after an expiry kazoo opens a new session on its own and
+would run the request there, where this broker no longer owns
+``/controller``.  So each request belongs to a session, the controller's
+term if one is bound (``bind``) or else the session current when it was
+made, and fails with SessionExpiredError once that session has ended; the
+controller then resigns.
+
+Sending a request again is safe for everything the controller store sends: a
+read; a write of the same data; or a conditional write (version or create)
+whose first attempt, if it landed, now fails with BadVersion or NodeExists,
+which the store re-reads and compares (KAFKA-1382).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Iterable, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+from kafka_ha.zk import multi_read
+
+log = logging.getLogger("kafka_ha.controller")
+T = TypeVar("T")
+
+WARN_INTERVAL_S = 5.0  # one warning per burst: a pipelined batch retries many requests at once
+
+
+def after_failure(error: BaseException, session: int | None,
+                  current: int | None) -> BaseException | None:
+    """None if a request of ``session`` that failed with ``error`` may be sent again now;
+    otherwise the exception to raise.
+
+    >>> after_failure(ConnectionLoss(), 7, 7) is None    # same session: send it again
+    True
+    >>> type(after_failure(ConnectionLoss(), 7, None)).__name__   # kazoo dropped the session
+    'SessionExpiredError'
+    >>> type(after_failure(ConnectionLoss(), 7, 8)).__name__      # a new one replaced it
+    'SessionExpiredError'
+    >>> type(after_failure(SessionExpiredError(), 7, 7)).__name__
+    'SessionExpiredError'
+    >>> type(after_failure(ConnectionLoss(), None, 7)).__name__   # made without a session
+    'ConnectionLoss'
+    """
+    if not isinstance(error, ConnectionLoss) or session is None:
+        return error
+    if current != session:
+        return SessionExpiredError(f"ZooKeeper session 0x{session:x} ended during the request")
+    return None
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: the next connection is what a retry
+    waits for, so this only keeps a server that drops every attempt from being hammered.
+
+    >>> [retry_delay(n) for n in (1, 2, 3, 6, 20)]
+    [0.05, 0.1, 0.2, 1.0, 1.0]
+    """
+    return min(0.05 * 2 ** (attempt - 1), 1.0)
+
+
+class SessionBoundClient:
+    """The subset of kazoo's client that the controller store uses, with requests retried.
+
+    ``client`` is the raw kazoo client, for best-effort requests that must not wait.
+    """
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+        self.handler = client.handler
+        self.retries = 0
+        self._term: int | None = None
+        self._warned_at = float("-inf")
+
+    @property
+    def session_id(self) -> int | None:
+        # kazoo's client_id is None while reconnecting; the session id it will
+        # resume is kept until the session expires.
+        return self.client._session_id
+
+    def bind(self) -> None:
+        """Tie every request from now on to the current session (the controller's term)."""
+        self._term = self.session_id
+
+    def unbind(self) -> None:
+        self._term = None
+
+    def request_session(self) -> int | None:
+        """The session a request made now belongs to; raises if the bound one has ended."""
+        current = self.session_id
+        if self._term is None:
+            return current
+        if current != self._term:
+            raise SessionExpiredError(f"the controller's ZooKeeper session 0x{self._term:x} has ended")
+        return self._term
+
+    def before_retry(self, what: str, error: BaseException, session: int | None,
+                     attempt: int) -> None:
+        """Raise unless the failed request may be sent again; then wait a little."""
+        problem = after_failure(error, session, self.session_id)
+        if problem is error:
+            raise error
+        if problem is not None:
+            raise problem from error
+        self.retries += 1
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_INTERVAL_S:
+            self._warned_at = now
+            log.warning("ZooKeeper connection lost during %s; sending it again once reconnected "
+                        "in session 0x%x", what, session)
+        self.handler.sleep_func(retry_delay(attempt))
+
+    def call(self, what: str, send: Callable[[], T]) -> T:
+        """Run ``send`` (one or more requests that are safe to repeat) until it gets an answer."""
+        session = self.request_session()
+        attempt = 0
+        while True:
+            try:
+                return send()
+            except ConnectionLoss as e:
+                attempt += 1
+                self.before_retry(what, e, session, attempt)
+
+    # ---- kazoo's operations, retried ---------------------------------------
+
+    def exists(self, path: str, watch: Callable | None = None):
+        return self.call(f"exists {path}", lambda: self.client.exists(path, watch=watch))
+
+    def get(self, path: str, watch: Callable | None = None):
+        return self.call(f"get {path}", lambda: self.client.get(path, watch=watch))
+
+    def get_children(self, path: str, watch: Callable | None = None):
+        return self.call(f"get_children {path}", lambda: self.client.get_children(path, watch=watch))
+
+    def create(self, path: str, value: bytes = b"", ephemeral: bool = False):
+        return self.call(f"create {path}", lambda: self.client.create(path, value, ephemeral=ephemeral))
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False):
+        return self.call(f"delete {path}",
+                         lambda: self.client.delete(path, version=version, recursive=recursive))
+
+    def get_async(self, path: str, watch: Callable | None = None) -> Pending:
+        return Pending(self, f"get {path}", lambda: self.client.get_async(path, watch=watch))
+
+    def get_many(self, paths: Iterable[str]) -> dict:
+        paths = list(paths)
+        return self.call(f"a read of {len(paths)} znodes", lambda: multi_read.get_many(self.client, paths))
+
+    def get_children_many(self, paths: Iterable[str]) -> dict:
+        paths = list(paths)
+        return self.call(f"a read of the children of {len(paths)} znodes",
+                         lambda: multi_read.get_children_many(self.client, paths))
+
+    def transaction(self) -> Transaction:
+        return Transaction(self)
+
+
+class Pending:
+    """An asynchronous request, sent at once and sent again after a connection loss when
+    its answer is awaited (so a batch stays pipelined on the first attempt)."""
+
+    def __init__(self, owner: SessionBoundClient, what: str, send: Callable) -> None:
+        self._owner = owner
+        self._what = what
+        self._send = send
+        self._session = owner.request_session()
+        self._result = send()
+
+    def get(self):
+        attempt = 0
+        while True:
+            try:
+                return self._result.get()
+            except ConnectionLoss as e:
+                attempt += 1
+                self._owner.before_retry(self._what, e, self._session, attempt)
+                self._result = self._send()
+
+
+class Transaction:
+    """kazoo's multi builder; a commit is sent again, as a whole, after a connection loss."""
+
+    def __init__(self, owner: SessionBoundClient) -> None:
+        self._owner = owner
+        self._ops = owner.client.transaction()  # validates and chroots each op as it is added
+
+    def check(self, path: str, version: int) -> None:
+        self._ops.check(path, version)
+
+    def create(self, path: str, value: bytes = b"", ephemeral: bool = False) -> None:
+        self._ops.create(path, value, ephemeral=ephemeral)
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._ops.set_data(path, value, version=version)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._ops.delete(path, version=version)
+
+    def commit_async(self) -> Pending:
+        ops = list(self._ops.operations)
+        return Pending(self._owner, f"a multi of {len(ops)} operations", lambda: self._send(ops))
+
+    def commit(self) -> list:
+        return self.commit_async().get()
+
+    def _send(self, ops: list):
+        # A kazoo transaction commits once; each attempt is a fresh one with the same ops.
+        txn = self._owner.client.transaction()
+        txn.operations = list(ops)
+        return txn.commit_async()

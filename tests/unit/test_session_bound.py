@@ -1,0 +1,233 @@
+"""The controller's ZooKeeper retries (kafka_ha/zk/session_bound.py) against a scripted client,
+and the controller code that relies on them: a create sent again after a lost reply, and
+the one-line report of an event cut short by a session expiry."""
+
+import logging
+from collections import deque
+from types import SimpleNamespace
+
+import pytest
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, SessionExpiredError
+
+from kafka_ha.config import BrokerConfig
+from kafka_ha.controller import events as ev
+from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.controller import KafkaController
+from kafka_ha.controller.partition_state_machine import PartitionStateMachine
+from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
+from kafka_ha.zk.controller_store import WriteResult
+from kafka_ha.zk.session_bound import SessionBoundClient
+
+SESSION = 0x1234
+
+
+class Answer:
+    """A kazoo async result that is already settled."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def get(self):
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+class ScriptedKazoo:
+    """Answers requests from a script, in order; a callable entry runs first (to end the
+    session, say) and its return value is the answer."""
+
+    def __init__(self, *script):
+        self._session_id = SESSION
+        self.script = deque(script)
+        self.sent = []
+        self.sleeps = []
+        self.handler = SimpleNamespace(sleep_func=self.sleeps.append)
+
+    def _answer(self, request):
+        self.sent.append(request)
+        outcome = self.script.popleft()
+        return Answer(outcome(self) if callable(outcome) else outcome)
+
+    def get(self, path, watch=None):
+        return self.get_async(path, watch).get()
+
+    def get_async(self, path, watch=None):
+        return self._answer(("get", path))
+
+    def transaction(self):
+        return ScriptedTransaction(self)
+
+
+class ScriptedTransaction:
+    def __init__(self, client):
+        self.client = client
+        self.operations = []
+
+    def check(self, path, version):
+        self.operations.append(("check", path, version))
+
+    def set_data(self, path, value, version=-1):
+        self.operations.append(("set", path, version))
+
+    def commit_async(self):
+        return self.client._answer(("multi", tuple(self.operations)))
+
+
+def expire(client):
+    """Script entry: the session ends (kazoo resets its id) and the request fails."""
+    client._session_id = None
+    return ConnectionLoss()
+
+
+def test_a_request_lost_with_the_connection_is_sent_again_in_the_same_session():
+    kazoo = ScriptedKazoo(ConnectionLoss(), ConnectionLoss(), (b"data", "stat"))
+    zk = SessionBoundClient(kazoo)
+    assert zk.get("/brokers/ids") == (b"data", "stat")
+    assert kazoo.sent == [("get", "/brokers/ids")] * 3
+    assert kazoo.sleeps == [0.05, 0.1]
+    assert zk.retries == 2
+
+
+def test_a_request_is_not_sent_again_once_its_session_has_ended():
+    kazoo = ScriptedKazoo(expire, (b"never", "read"))
+    with pytest.raises(SessionExpiredError, match="0x1234"):
+        SessionBoundClient(kazoo).get("/brokers/ids")
+    assert len(kazoo.sent) == 1
+
+
+def test_a_session_expiry_reported_by_kazoo_is_not_retried():
+    kazoo = ScriptedKazoo(SessionExpiredError(), (b"never", "read"))
+    with pytest.raises(SessionExpiredError):
+        SessionBoundClient(kazoo).get("/x")
+    assert len(kazoo.sent) == 1
+
+
+def test_without_a_session_a_connection_loss_is_passed_on():
+    kazoo = ScriptedKazoo(ConnectionLoss())
+    kazoo._session_id = None
+    with pytest.raises(ConnectionLoss):
+        SessionBoundClient(kazoo).get("/x")
+
+
+def test_a_bound_term_refuses_requests_in_a_later_session_without_sending_them():
+    kazoo = ScriptedKazoo((b"a", "s"))
+    zk = SessionBoundClient(kazoo)
+    zk.bind()
+    assert zk.get("/controller") == (b"a", "s")
+    kazoo._session_id = SESSION + 1  # kazoo reconnected after an expiry, in a new session
+    with pytest.raises(SessionExpiredError, match="controller's ZooKeeper session 0x1234"):
+        zk.get("/controller")
+    with pytest.raises(SessionExpiredError):
+        zk.get_async("/controller")
+    assert len(kazoo.sent) == 1
+    zk.unbind()  # the controller resigned: requests follow the current session again
+    kazoo.script.append((b"b", "s"))
+    assert zk.get("/controller") == (b"b", "s")
+
+
+def test_pipelined_requests_all_go_out_before_any_answer_and_each_is_retried_alone():
+    kazoo = ScriptedKazoo("one", ConnectionLoss(), "three", "two again")
+    zk = SessionBoundClient(kazoo)
+    pending = [zk.get_async(f"/p{i}") for i in (1, 2, 3)]
+    assert kazoo.sent == [("get", "/p1"), ("get", "/p2"), ("get", "/p3")]
+    assert [p.get() for p in pending] == ["one", "two again", "three"]
+    assert kazoo.sent[-1] == ("get", "/p2")
+
+
+def test_a_multi_is_sent_again_whole_as_a_fresh_transaction():
+    landed = ["check result", "set result"]
+    kazoo = ScriptedKazoo(ConnectionLoss(), landed)
+    txn = SessionBoundClient(kazoo).transaction()
+    txn.check("/controller_epoch", 4)
+    txn.set_data("/brokers/topics/t/partitions/0/state", b"{}", version=7)
+    assert txn.commit() is landed
+    ops = (("check", "/controller_epoch", 4), ("set", "/brokers/topics/t/partitions/0/state", 7))
+    assert kazoo.sent == [("multi", ops), ("multi", ops)]
+
+
+# ---- the partition state machine: a create whose reply was lost ----------------------------
+
+TP = TopicPartition("t", 0)
+EPOCH = 3
+
+
+class CreateConflictStore:
+    """create_states reports a conflict (NodeExists on the resent create); the state read
+    back afterwards is ``stored``."""
+
+    def __init__(self, stored):
+        self.stored = stored
+
+    def create_states(self, creates):
+        return WriteResult(conflicts=list(creates))
+
+    def partition_states(self, partitions):
+        return {tp: self.stored for tp in partitions}
+
+
+def psm_with(stored):
+    ctx = ControllerContext()
+    ctx.epoch = EPOCH
+    ctx.set_assignment(TP, (1, 2))
+    ctx.live_brokers = {b: BrokerInfo(b, "h", 9000 + b) for b in (1, 2)}
+    return ctx, PartitionStateMachine(ctx, CreateConflictStore(stored), 1)
+
+
+def test_a_create_that_landed_before_its_reply_was_lost_counts_as_ours():
+    ours = LeaderAndIsr(1, 0, (1, 2), EPOCH, zk_version=0)
+    ctx, psm = psm_with(ours)
+    batch = RequestBatch(1, EPOCH, ctx.live_brokers)
+    psm.create([TP], batch)
+    assert ctx.states[TP] == ours
+    assert {b: set(states) for b, states in batch.leader_and_isr.items()} == {1: {TP}, 2: {TP}}
+
+
+def test_a_state_created_by_someone_else_is_adopted_without_requests():
+    theirs = LeaderAndIsr(2, 0, (2, 1), EPOCH - 1, zk_version=0)
+    ctx, psm = psm_with(theirs)
+    batch = RequestBatch(1, EPOCH, ctx.live_brokers)
+    psm.create([TP], batch)
+    assert ctx.states[TP] == theirs
+    assert not batch.leader_and_isr
+
+
+# ---- the controller's report of an event cut short ----------------------------------------
+
+@pytest.fixture
+def controller():
+    config = BrokerConfig({"broker.id": 1, "zookeeper.connect": "127.0.0.1:1"})
+    return KafkaController(config, ScriptedKazoo(), register_broker=lambda: None)
+
+
+def test_an_event_cut_short_by_session_expiry_logs_one_warning_without_traceback(controller, caplog):
+    with caplog.at_level(logging.DEBUG, logger="kafka_ha.controller"):
+        controller._on_error(ev.BrokerChange(), SessionExpiredError())
+    assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]
+    assert "Abandoned BrokerChange: the ZooKeeper session ended" in caplog.text
+
+
+def test_other_errors_still_log_their_traceback(controller, caplog):
+    with caplog.at_level(logging.DEBUG, logger="kafka_ha.controller"):
+        controller._on_error(ev.TopicChange(), NodeExistsError())
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert caplog.records[0].exc_info is not None
+
+
+def test_the_event_loop_survives_an_error_handler_that_fails():
+    from kafka_ha.controller.event_loop import EventLoop
+    handled = []
+
+    def fail(event):
+        raise ConnectionLoss()
+
+    def on_error(event, error):
+        raise SessionExpiredError()  # e.g. re-electing after ControllerMoved, session gone
+
+    loop = EventLoop({ev.BrokerChange: fail, ev.TopicChange: handled.append}, on_error)
+    loop.start()
+    loop.put(ev.BrokerChange())
+    loop.put(ev.TopicChange())
+    loop.stop()
+    assert handled == [ev.TopicChange()] and loop.processed == 2
