@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kafka_ha.client.consumer import Consumer
 from kafka_ha.client.producer import Producer
 from tests.harness.kafka import create_topic, log_text, read_assignment, read_states, run_tool, topics_cli
+from tests.harness.load import BackgroundProducer, read_partitions
 
 pytestmark = pytest.mark.system
 SESSION_MS = 4000
@@ -20,68 +20,6 @@ SESSION_MS = 4000
 def data_dirs(cluster, topic):
     return [d for i in cluster.broker_ids
             for d in (Path(cluster.config_path(i)).parent / "data").glob(f"{topic}-*")]
-
-
-def read_all(cluster, topic, partitions):
-    c = Consumer(cluster.bootstrap_servers)
-    tps = [(topic, p) for p in range(partitions)]
-    c.assign(tps)
-    c.seek_to_beginning(*tps)
-    end = c.end_offsets(tps)
-    out = []
-    deadline = time.monotonic() + 60
-    while any(c.position(tp) < end[tp] for tp in tps):
-        assert time.monotonic() < deadline, "consumer stuck"
-        out.extend(c.poll(500))
-    c.close()
-    return out
-
-
-class BackgroundProducer:
-    """acks=all producer writing unique values until stopped; records what was acknowledged."""
-
-    def __init__(self, cluster, topic):
-        self.bootstrap = cluster.bootstrap_servers
-        self.topic, self.acked, self.stop_flag = topic, {}, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        # The client is gevent-based: create and use it on this thread's own hub only.
-        self.producer = Producer(self.bootstrap, acks=-1, retries=1000, linger_ms=2)
-        try:
-            self._produce()
-        finally:
-            self.producer.close()
-
-    def _produce(self):
-        i = 0
-        while not self.stop_flag.is_set():
-            futures = [(n, self.producer.send(self.topic, b"%d" % n)) for n in range(i, i + 50)]
-            i += 50
-            self.producer.flush()
-            for n, f in futures:
-                try:
-                    meta = f.get(timeout=60)
-                    self.acked[n] = (meta.partition, meta.offset)
-                except Exception:  # not acknowledged: allowed to be lost
-                    pass
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_flag.set()
-        self.thread.join(120)
-
-    def check_nothing_lost(self, cluster, partitions):
-        records = read_all(cluster, self.topic, partitions)
-        at = {(r.partition, r.offset): int(r.value) for r in records}
-        lost = [n for n, where in self.acked.items() if at.get(where) != n]
-        assert self.acked, "nothing was acknowledged"
-        where_found = {int(r.value): (r.partition, r.offset) for r in records}
-        assert not lost, (f"{len(lost)} acknowledged messages lost, e.g. "
-                          f"{[(n, self.acked[n], where_found.get(n)) for n in lost[:5]]}")
 
 
 def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
@@ -108,7 +46,7 @@ def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
                        message="logs of the deleted topic are still on disk")
     # re-created: none of the old data resurfaces
     create_topic(cluster, "doomed", 1, 1)
-    assert read_all(cluster, "doomed", 1) == []
+    assert read_partitions(cluster, "doomed", 1) == []
 
 
 def bounce(cluster, topic, broker):
@@ -259,7 +197,7 @@ def test_reassignment_written_by_another_tool_survives_controller_kill(cluster_f
     cluster.wait_until(lambda: not cluster.zk.exists("/admin/reassign_partitions"), timeout=90,
                        message="the reassignment did not finish after the controller was killed")
     assert read_assignment(cluster, "other").partitions == {0: (3, 4), 1: (4, 3)}
-    assert [r.value for r in read_all(cluster, "other", 2)] == [b"payload"]
+    assert [r.value for r in read_partitions(cluster, "other", 2)] == [b"payload"]
 
 
 def test_malformed_admin_znodes_are_reported_and_removed(cluster_factory):

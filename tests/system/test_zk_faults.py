@@ -7,7 +7,6 @@ rather than a chroot of the session's shared one.
 
 import re
 import signal
-import threading
 import time
 import uuid
 
@@ -28,8 +27,9 @@ from kafka_ha.zk.controller_store import ControllerStore
 from tests.harness.cluster import wait_until
 from tests.harness.kafka import (controller_epoch, create_topic, log_size, log_text, read_state,
                                  read_states, topics_cli)
+from tests.harness.load import BackgroundProducer
 from tests.harness.zk import destroy, private_ensemble
-from tests.system.test_log_safety import read_all, verify_replicas, wait_isr
+from tests.system.test_log_safety import verify_replicas, wait_isr
 from tests.system.test_replica_faults import (TOPIC, acked_offsets, assert_acked_readable,
                                               create_partition, unique_values)
 
@@ -154,46 +154,6 @@ def restart_zk(ensemble, nodes):
 
 # ---- #10: kill -9 the ZooKeeper leader under acks=all load -----------------------------
 
-class AcksAllLoad:
-    """Unique values produced with acks=all, round robin over ``partitions``, on a thread of
-    its own (with its own gevent hub, so the test's blocking waits do not stall it)."""
-
-    def __init__(self, bootstrap, topic, partitions):
-        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
-        self.acked = {}    # (partition, offset) -> value
-        self.failed = []   # info, not failure: a timed-out value may or may not be written
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(120)
-        assert not self._thread.is_alive(), "the load thread did not stop"
-
-    def _run(self):
-        producer = Producer(self.bootstrap, acks="all", retries=20, request_timeout_ms=10000)
-        n = 0
-        try:
-            while not self._stop.is_set():
-                sent = []
-                for p in self.partitions:
-                    value = b"load-%d" % n
-                    n += 1
-                    sent.append((p, value, producer.send(self.topic, value, partition=p)))
-                producer.flush()
-                for p, value, future in sent:
-                    try:
-                        self.acked[(p, future.get(timeout=60).offset)] = value
-                    except Exception as e:  # noqa: BLE001 - recorded, judged by the test
-                        self.failed.append((value, repr(e)))
-        finally:
-            producer.close()
-
-
 def test_zk_leader_kill_under_acks_all_load_changes_nothing(cluster_factory, ensemble):
     """#10 (second half): ZooKeeper re-elects well within the session timeout, every broker
     keeps its session and registration, no leader or controller moves, nothing acked is lost."""
@@ -209,7 +169,7 @@ def test_zk_leader_kill_under_acks_all_load_changes_nothing(cluster_factory, ens
     before = read_states(cluster, topic)
     log_offsets = {b: log_size(cluster, b, "server.log") for b in cluster.broker_ids}
 
-    with AcksAllLoad(cluster.bootstrap_servers, topic, range(3)) as load:
+    with BackgroundProducer(cluster, topic) as load:
         cluster.wait_until(lambda: len(load.acked) >= 100, timeout=60, message="no load")
         zk_leader = ensemble.leader()
         ensemble.kill(zk_leader)
@@ -233,9 +193,7 @@ def test_zk_leader_kill_under_acks_all_load_changes_nothing(cluster_factory, ens
     after = read_states(cluster, topic)
     assert {p: (s.leader, s.leader_epoch) for p, s in after.items()} == \
         {p: (s.leader, s.leader_epoch) for p, s in before.items()}, (before, after)
-    readable = {p: dict(read_all(cluster, topic, p)) for p in range(3)}
-    lost = {k: v for k, v in load.acked.items() if readable[k[0]].get(k[1]) != v}
-    assert not lost, f"{len(lost)} of {len(load.acked)} acknowledged values lost, e.g. {list(lost.items())[:5]}"
+    load.check_nothing_lost(cluster, 3)
     print(f"{len(load.acked)} values acked, {len(load.failed)} failed (info): {load.failed[:3]}")
     restart_zk(ensemble, [zk_leader])
     verify_replicas(cluster, topic)
