@@ -172,6 +172,11 @@ class KafkaController:
             if controller != self.broker_id and self.active:
                 self._resign(f"broker {controller} is the controller now", touch_zk=False)
             return
+        if self.active:
+            # Our /controller is gone (an operator deleted it): end this term before
+            # another, even if we win it, as Kafka 2.x's Reelect does; else the old
+            # term's channel and rebalance timer would run beside the new ones.
+            self._resign("/controller was deleted", touch_zk=False)
         result = self.store.try_elect()
         if result.won:
             log.info("Broker %d won the controller election at epoch %d", self.broker_id, result.epoch)
