@@ -40,8 +40,11 @@ class AppendResult:
 class Partition:
     def __init__(self, tp: TopicPartition, broker_id: int, log_: object,
                  min_isr: Callable[[], int], isr_writer: object,
-                 halt: Halt = storage_failure.halt) -> None:
+                 halt: Halt = storage_failure.halt,
+                 is_live: Callable[[int], bool] = lambda _broker: True) -> None:
         self.tp = tp
+        # Whether the controller's latest metadata lists a broker as live (registered).
+        self._is_live = is_live
         self._halt = halt
         self.broker_id = broker_id
         self.log = log_
@@ -62,6 +65,7 @@ class Partition:
         # while the write is in flight, and they then join an ISR whose
         # committed data they really have.
         self.joining: set[int] = set()
+        self._unregistered_logged: set[int] = set()   # followers kept out, logged once each
         self._isr_lock = Semaphore()
         # Set and replaced when the LEO moves (what followers wait for) and when
         # the HW moves (consumers and acks=-1 producers); both on role changes
@@ -80,6 +84,7 @@ class Partition:
         """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes."""
         self._adopt(s)
         self.joining = set()
+        self._unregistered_logged = set()
         leo = self.log.log_end_offset
         self.leader_epoch_start_offset = leo
         # The new epoch starts at our LEO (Kafka 2.1+), so OffsetsForLeaderEpoch
@@ -164,7 +169,7 @@ class Partition:
             return
         replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now)
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
-                follower, self.high_watermark, self.leader_epoch_start_offset):
+                follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):
             self.joining.add(replica_id)
             self._isr_writer.spawn_change(self, self.isr + (replica_id,),
                                           f"follower {replica_id} caught up to offset {fetch_offset}",
@@ -173,6 +178,27 @@ class Partition:
         # partition of every follower fetch) has nothing to recompute.
         if self.high_watermark < self.log.log_end_offset and self._maybe_advance_hw():
             self._notify(appended=False)
+
+    def _may_join(self, replica_id: int) -> bool:
+        """A caught-up follower joins the ISR only while it is registered.
+
+        One whose ZooKeeper session expired (or whose registration an operator
+        deleted) still fetches, but the controller has taken it out of the ISR
+        and treats it as dead: re-adding it would count a replica no election
+        may pick towards acks=all, and undo the controller's decision behind
+        its back (a zombie fetcher, KAFKA-6880; Kafka 3.3's KIP-841 refuses
+        such ISR expansions too).  It joins once it has registered again and
+        the controller's UpdateMetadata says so.
+        """
+        if self._is_live(replica_id):
+            self._unregistered_logged.discard(replica_id)
+            return True
+        if replica_id not in self._unregistered_logged:
+            self._unregistered_logged.add(replica_id)
+            log.info("Partition %s on broker %d: follower %d is caught up but not registered "
+                     "(not live in the controller's metadata); it stays out of the ISR",
+                     self.tp, self.broker_id, replica_id)
+        return False
 
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
         if not self.is_leader:

@@ -8,6 +8,11 @@ bit Kafka (znodes.md §3):
   broker's previous process, killed before its session expired; wait for the
   session to expire rather than fail (Kafka would refuse to start);
 - anything else is a second broker with the same id: refuse.
+
+The registration is watched while the session lives: if someone deletes it
+(an operator, failure-scenarios.md §6 #24), the broker registers again
+instead of serving on unregistered, which the controller would never learn
+of (Kafka only re-registers on a new session).
 """
 from __future__ import annotations
 
@@ -15,14 +20,16 @@ import logging
 import time
 from dataclasses import replace
 
+import gevent
 from gevent.event import Event
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, KazooState
 
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo
 from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, error_text
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +58,12 @@ class BrokerRegistration:
             data = zn.BrokerIdZNode.encode(replace(self.info, timestamp_ms=now_ms()))
             try:
                 self.zk.create(self.path, data, ephemeral=True)
-                log.info("Registered broker %d at path %s with addresses: PLAINTEXT://%s:%d",
-                         self.info.broker_id, self.path, self.info.host, self.info.port)
+                # The session names the registration's owner (its ephemeralOwner), so
+                # operators and tests can tell which of the broker's sessions holds it.
+                log.info("Registered broker %d at path %s with addresses: PLAINTEXT://%s:%d, "
+                         "session 0x%x", self.info.broker_id, self.path, self.info.host,
+                         self.info.port, session)
+                self._watch_registration()
                 return
             except NodeExistsError:
                 pass
@@ -63,6 +74,7 @@ class BrokerRegistration:
             owner = stat.ephemeralOwner
             if owner == session:
                 log.info("Broker %d is already registered by this session", self.info.broker_id)
+                self._watch_registration()
                 return
             if owner in self._our_sessions:
                 log.info("Deleting the registration left by our previous session 0x%x", owner)
@@ -82,6 +94,35 @@ class BrokerRegistration:
             gone = Event()
             if self.zk.exists(self.path, watch=lambda _e: gone.set()) is not None:
                 gone.wait(timeout=1.0)
+
+    # ---- the registration deleted under a live session ----------------------
+
+    def _watch_registration(self) -> None:
+        try:
+            stat = self.zk.exists(self.path, watch=self._on_registration_event)
+        except KazooException:
+            return  # the session is going: the next one registers (and watches) anew
+        if stat is None:
+            gevent.spawn(self._register_again)  # deleted before the watch was set
+
+    def _on_registration_event(self, event) -> None:
+        # On kazoo's callback greenlet: must not block, so the work gets a greenlet.
+        if event.type == EventType.DELETED:
+            gevent.spawn(self._register_again)
+        elif event.type != EventType.NONE:
+            gevent.spawn(self._watch_registration)  # changed: keep watching
+        # EventType.NONE: the session ended; registering in the next one is the
+        # controller's new-session handling, which watches again.
+
+    def _register_again(self) -> None:
+        if self.zk.state != KazooState.CONNECTED:
+            return  # not this session's business: a new one registers anyway
+        log.warning("The registration %s of broker %d was deleted while its session 0x%x is "
+                    "alive; registering again", self.path, self.info.broker_id, self.zk.client_id[0])
+        try:
+            self.register()
+        except (KazooException, DuplicateBrokerId) as e:
+            log.error("Broker %d could not register again: %s", self.info.broker_id, error_text(e))
 
     def _looks_like_us(self, data: bytes) -> bool:
         try:

@@ -152,6 +152,17 @@ class ClusterFixture:
         from its next start."""
         self.cluster.broker_overrides.setdefault(i, {}).update(config)
 
+    @property
+    def zk_servers(self):
+        """[(host, port)] of the ensemble's servers, in connect-string order."""
+        return [(host, int(port)) for host, port in
+                (server.rsplit(":", 1) for server in self.zk_hosts.split(","))]
+
+    def connect_broker_through(self, i, address):
+        """Broker ``i`` reaches ZooKeeper at ``address`` (``host:port``, e.g. a relay the test
+        can cut) instead of the ensemble, with the fixture's chroot, from its next start."""
+        self.set_broker_config(i, {"zookeeper.connect": address + self.chroot})
+
     def start_broker(self, i, wait=True):
         return self.cluster.start_broker(i, wait=wait)
 
