@@ -59,6 +59,18 @@ def assert_acked_readable(cluster, acked):
     return readable
 
 
+def assert_zombie_left_no_trace(cluster, acked, refused):
+    """After a zombie leader rejoined as follower: every acknowledged value is where it was
+    acknowledged, none it refused is readable or left in any replica's log (it truncated),
+    and the replicas are identical."""
+    readable = assert_acked_readable(cluster, acked)
+    assert not set(refused) & set(readable.values()), "a value the zombie refused is readable"
+    for b in cluster.broker_ids:
+        kept = [v for v in refused if v in segment_bytes(cluster, b)]
+        assert not kept, f"broker {b}'s log still holds {kept}: the zombie did not truncate"
+    verify_replicas(cluster, TOPIC)
+
+
 def segment_bytes(cluster, broker):
     """Everything in ``broker``'s segment files of TOPIC-0: what its replica really holds."""
     partition_dir = Path(cluster.config_path(broker)).parent / "data" / f"{TOPIC}-0"
@@ -181,12 +193,7 @@ def test_zombie_leader_never_acks_and_rejoins_as_follower(cluster_factory, zombi
     final = read_state(cluster, TOPIC, 0)
     assert (final.leader, final.leader_epoch) == (elected.leader, elected.leader_epoch), final
 
-    readable = assert_acked_readable(cluster, acked)
-    assert not set(refused) & set(readable.values()), "a value the zombie refused is readable"
-    for b in cluster.broker_ids:
-        kept = [v for v in refused if v in segment_bytes(cluster, b)]
-        assert not kept, f"broker {b}'s log still holds {kept}: the zombie did not truncate"
-    verify_replicas(cluster, TOPIC)
+    assert_zombie_left_no_trace(cluster, acked, refused)
     print(f"the zombie answered {answers}; " + "; ".join(
         line for line in log_text(cluster, zombie, "server.log").splitlines() if "truncating" in line))
 
