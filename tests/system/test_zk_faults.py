@@ -384,7 +384,8 @@ def test_broker_change_meeting_a_hung_zk_server_still_elects_new_leaders(cluster
     assert_one_controller(cluster, controller)
     assert "sending it again once reconnected" in log_text(cluster, controller, "controller.log")
 
-    restart_zk(ensemble, [server])
+    # The two servers left are a quorum: the rest needs no restart of the hung one (a restart
+    # here once ended with another ZooKeeper node exiting, which is not what this tests).
     acked.update(acked_offsets(cluster.bootstrap_servers, unique_values(b"after", 20)))
     cluster.start_broker(victim)
     wait_isr(cluster, TOPIC, cluster.broker_ids)
