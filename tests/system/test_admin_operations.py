@@ -188,15 +188,18 @@ def test_reassignment_written_by_another_tool_survives_controller_kill(cluster_f
     create_topic(cluster, "other", 2, 2, "--replica-assignment", "1:2,2:1")
     Producer(cluster.bootstrap_servers, acks=-1).send("other", b"payload", partition=0).get(timeout=30)
     controller = cluster.wait_until(cluster.controller, message="no controller")
+    # Targets outside the current replicas where possible, never the controller: it is
+    # killed and stays dead, and a reassignment waits for its targets to register.
+    a, b = sorted(set(cluster.broker_ids) - {controller}, key=lambda x: (x in (1, 2), x))[:2]
     # spaces, sorted keys, version last: as other tools write it
     cluster.zk.create("/admin/reassign_partitions", json.dumps(
-        {"partitions": [{"partition": 0, "replicas": [3, 4], "topic": "other"},
-                        {"partition": 1, "replicas": [4, 3], "topic": "other"}], "version": 1},
+        {"partitions": [{"partition": 0, "replicas": [a, b], "topic": "other"},
+                        {"partition": 1, "replicas": [b, a], "topic": "other"}], "version": 1},
         sort_keys=True).encode())
     cluster.kill(controller)
     cluster.wait_until(lambda: not cluster.zk.exists("/admin/reassign_partitions"), timeout=90,
                        message="the reassignment did not finish after the controller was killed")
-    assert read_assignment(cluster, "other").partitions == {0: (3, 4), 1: (4, 3)}
+    assert read_assignment(cluster, "other").partitions == {0: (a, b), 1: (b, a)}
     assert [r.value for r in read_partitions(cluster, "other", 2)] == [b"payload"]
 
 
