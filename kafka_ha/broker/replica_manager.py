@@ -88,10 +88,10 @@ class ReplicaManager:
             fetcher.stop()
         if self.log_manager is not None:
             self.checkpoint_high_watermarks()
-            # A failed flush or checkpoint halts before the clean-shutdown marker is
-            # written: the next start recovers the logs instead of trusting them.
+            # close() flushes every log and checkpoints the recovery points, then writes
+            # the clean-shutdown marker; a failed flush or checkpoint halts before the
+            # marker, so the next start recovers the logs instead of trusting them.
             with self._writing("closing the logs"):
-                self.log_manager.checkpoint_recovery_points()
                 self.log_manager.close()
 
     @staticmethod

@@ -117,6 +117,7 @@ class FullLogDirs:
         self._maybe_fail("recovery points")
 
     def close(self):
+        self.checkpoint_recovery_points()     # as LogManager.close does, after flushing
         self._maybe_fail("close")
 
 
