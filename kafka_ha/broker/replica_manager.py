@@ -18,7 +18,7 @@ from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
-from kafka_ha.clock import now_ms
+from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
@@ -124,7 +124,7 @@ class ReplicaManager:
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:
             with self._writing("flushing logs"):
-                self.log_manager.flush_dirty_logs(now_ms())
+                self.log_manager.flush_dirty_logs(monotonic_ms())
 
     def _writing(self, action: str) -> HaltOnIOError:
         """Guards a write to the log directories: an OSError in it halts the broker."""

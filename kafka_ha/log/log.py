@@ -67,7 +67,7 @@ class Log:
         self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
             else min(recovery_point, self.log_end_offset)
         self._unflushed_messages = 0
-        self.last_flush_ms = clock.now_ms()        # flush.ms counts from here (Kafka: lastFlushedTime)
+        self.last_flush_ms = clock.monotonic_ms()  # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
         self._graveyard: list[tuple[float, LogSegment]] = []
         log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
@@ -174,7 +174,8 @@ class Log:
             self.flush()
 
     def flush_due(self, now: int) -> bool:
-        """flush.ms: whether appends have waited long enough for the broker's flusher."""
+        """flush.ms: whether appends have waited long enough for the broker's flusher
+        (``now`` from :func:`kafka_ha.clock.monotonic_ms`)."""
         return self.config.flush_ms is not None and now - self.last_flush_ms >= self.config.flush_ms
 
     def _roll(self, base_offset: int) -> LogSegment:
@@ -318,7 +319,7 @@ class Log:
         """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
         the recovery point (default: to the LEO)."""
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        self.last_flush_ms = clock.now_ms()
+        self.last_flush_ms = clock.monotonic_ms()
         if self._dir_dirty:
             fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
             self._dir_dirty = False

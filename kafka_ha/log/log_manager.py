@@ -150,10 +150,10 @@ class LogManager:
             deleted += lg.delete_old_segments(now_ms, hw)
         return deleted
 
-    def flush_dirty_logs(self, now_ms: int) -> int:
+    def flush_dirty_logs(self, now: int) -> int:
         """Flush every log whose flush.ms has passed since its last flush (Kafka's
-        ``flushDirtyLogs``); returns how many were flushed."""
-        due = [lg for lg in self._logs.values() if lg.flush_due(now_ms)]
+        ``flushDirtyLogs``; ``now`` from ``clock.monotonic_ms``); returns how many."""
+        due = [lg for lg in self._logs.values() if lg.flush_due(now)]
         for lg in due:
             lg.flush()
         return len(due)
