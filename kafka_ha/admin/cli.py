@@ -12,10 +12,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from kafka_ha.zk.errors import error_text
 
-# ZooKeeper could not be reached, or went away mid-command (no quorum, say): a
-# command reports it in one line and exits 1, without a traceback.
-ZK_UNAVAILABLE = (ConnectionError, ConnectionLoss, SessionExpiredError, OperationTimeoutError,
-                  KazooTimeoutError)
+# ZooKeeper went away mid-command (no quorum, say): kazoo's errors, which carry no text.
+ZK_LOST = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+# ...or could not be reached at all (ZkAdmin's ConnectionError): a command reports
+# either in one line and exits 1, without a traceback.
+ZK_UNAVAILABLE = (ConnectionError, *ZK_LOST)
 
 ZOOKEEPER_HELP = ("REQUIRED: The connection string for the zookeeper connection in the form "
                   "host:port. Multiple URLS can be given to allow fail-over.")
@@ -47,6 +48,6 @@ def error_message(error: BaseException) -> str:
     >>> error_message(ConnectionLoss())
     'ZooKeeper is unavailable (ConnectionLoss)'
     """
-    if isinstance(error, ZK_UNAVAILABLE) and not isinstance(error, ConnectionError):
+    if isinstance(error, ZK_LOST):
         return f"ZooKeeper is unavailable ({error_text(error)})"
     return str(error)
