@@ -8,9 +8,11 @@ from kafka_ha.client.producer import Producer
 
 
 def read_partitions(cluster, topic, partitions):
-    """Every record of partitions 0..partitions-1 of ``topic``, read to their end."""
+    """Every record of ``topic``'s partitions 0..partitions-1 (or of the listed ones), read
+    to the end each had when the read began."""
     c = Consumer(cluster.bootstrap_servers)
-    tps = [(topic, p) for p in range(partitions)]
+    ids = range(partitions) if isinstance(partitions, int) else partitions
+    tps = [(topic, p) for p in ids]
     c.assign(tps)
     c.seek_to_beginning(*tps)
     end = c.end_offsets(tps)

@@ -6,8 +6,7 @@ ZooKeeper needs neither and cuts only that path.  ``cut()`` is a black hole, not
 
 - nothing is relayed in either direction; bytes sent meanwhile wait in the kernel's
   buffers, as they would behind a dropped link;
-- connections opened meanwhile are accepted and held without an upstream connection
-  (``cut(refuse=True)`` closes them at once instead, like a REJECT rule);
+- connections opened meanwhile are accepted and held without an upstream connection;
 - so a ZooKeeper client hears nothing: kazoo drops its connection after its read timeout
   (2/3 of the session timeout) and its reconnection attempts hang, while the server
   expires the session after the session timeout.
@@ -57,7 +56,6 @@ class TcpProxy:
         # Held while a relay moves bytes, so that no byte passes once cut() returns.
         self._flow = threading.Condition()
         self._flowing = True
-        self._refuse = False
         self._closed = False
         self._links = set()        # open sockets, both ends of every connection
         self._threads = []
@@ -69,20 +67,16 @@ class TcpProxy:
         """``host:port`` of the relay, for a ZooKeeper connect string."""
         return f"{self.address[0]}:{self.address[1]}"
 
-    def cut(self, refuse=False):
-        """Relay nothing more, and hold (or with ``refuse``, close) new connections."""
+    def cut(self):
+        """Relay nothing more, and hold new connections."""
         with self._flow:
-            self._flowing, self._refuse = False, refuse
+            self._flowing = False
 
     def heal(self):
         """Relay again, and connect the connections held meanwhile upstream."""
         with self._flow:
-            self._flowing, self._refuse = True, False
+            self._flowing = True
             self._flow.notify_all()
-
-    @property
-    def is_cut(self):
-        return not self._flowing
 
     def close(self):
         """Stop accepting, close every connection both ways, and wait for the threads."""
@@ -122,9 +116,6 @@ class TcpProxy:
                 return  # closed
             self.accepted += 1
             client.settimeout(SEND_TIMEOUT_S)   # reads happen only when select says ready
-            if self._refuse:
-                _reset(client)
-                continue
             self._links.add(client)
             self._start(self._relay, client)
 
@@ -187,15 +178,6 @@ def _close(sock):
         sock.close()
     except OSError:
         pass
-
-
-def _reset(sock):
-    """Close with a RST, as a REJECT rule answers a connection attempt."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    except OSError:
-        pass
-    _close(sock)
 
 
 # ---- helpers of the doctests ----------------------------------------------------------

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.client.producer import Producer
 from kafka_ha.log.checkpoints import OffsetCheckpointFile
 from kafka_ha.model import TopicPartition
 from tests.harness.kafka import create_topic, log_size, log_text, run_tool
+from tests.system.test_log_safety import produce
 
 pytestmark = pytest.mark.system
 
@@ -35,13 +35,8 @@ def recovery_point(cluster, topic):
     return recovery_points(cluster).get(TopicPartition(topic, 0))
 
 
-def produce(cluster, topic, count):
-    producer = Producer(cluster.bootstrap_servers, acks=1)
-    try:
-        for i in range(count):
-            producer.send(topic, b"m%d" % i, partition=0).get(timeout=30)
-    finally:
-        producer.close()
+def produce_n(cluster, topic, count):
+    produce(cluster, topic, [b"m%d" % i for i in range(count)], acks=1)
 
 
 def configs_tool(cluster, topic, *args):
@@ -55,7 +50,7 @@ def test_flush_settings_advance_the_checkpointed_recovery_points(cluster_factory
     create_topic(cluster, "by-time", 1, 1, "--config", "flush.ms=300")
     create_topic(cluster, "never", 1, 1)
     for topic in ("by-count", "by-time", "never"):
-        produce(cluster, topic, 5)
+        produce_n(cluster, topic, 5)
 
     cluster.wait_until(lambda: recovery_point(cluster, "by-count") == 5 and recovery_point(cluster, "by-time") == 5,
                        timeout=30, message="recovery points of by-count and by-time not advanced to 5")
@@ -78,7 +73,7 @@ def test_compaction_is_refused_and_an_invalid_override_falls_back_to_the_default
     assert not cluster.zk.exists("/brokers/topics/compacted")
 
     create_topic(cluster, "t", 1, 1)
-    produce(cluster, "t", 3)
+    produce_n(cluster, "t", 3)
     rc, out, err = configs_tool(cluster, "t", "--add-config", "cleanup.policy=compact")
     assert rc == 1 and "kafka-ha has no log cleaner" in out + err, (rc, out, err)
 
@@ -93,6 +88,6 @@ def test_compaction_is_refused_and_an_invalid_override_falls_back_to_the_default
              "Ignoring topic t's override flush.messages=-1, using the broker default")
     cluster.wait_until(lambda: all(line in log_text(cluster, BROKER, "server.log", since) for line in named),
                        timeout=30, message="the unusable overrides were not named in server.log")
-    produce(cluster, "t", 2)
+    produce_n(cluster, "t", 2)
     cluster.wait_until(lambda: recovery_point(cluster, "t") == 5, timeout=30,
                        message="the broker stopped serving the topic")

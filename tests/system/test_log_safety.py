@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kafka_ha.client.consumer import Consumer
 from kafka_ha.client.producer import Producer
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.framing import encode_request
 from kafka_ha.records.builder import Record, build_v2_batch
 from tests.harness.kafka import create_topic, log_size, log_text, read_states, run_tool
+from tests.harness.load import read_partitions
 
 pytestmark = pytest.mark.system
 SESSION_MS = 4000
@@ -32,16 +32,8 @@ def produce(cluster, topic, values, acks=-1, partition=0, via=None):
 
 
 def read_all(cluster, topic, partition=0):
-    c = Consumer(cluster.bootstrap_servers)
-    c.assign([(topic, partition)])
-    c.seek_to_beginning((topic, partition))
-    end = c.end_offsets([(topic, partition)])[(topic, partition)]
-    out = []
-    deadline = time.monotonic() + 30
-    while c.position((topic, partition)) < end and time.monotonic() < deadline:
-        out.extend(c.poll(500))
-    c.close()
-    return [(r.offset, r.value) for r in out]
+    """(offset, value) of every record of one partition, read to its end."""
+    return [(r.offset, r.value) for r in read_partitions(cluster, topic, [partition])]
 
 
 def verify_replicas(cluster, topic):

@@ -77,7 +77,7 @@ def proxied_cluster(cluster_factory):
         proxy.close()
 
 
-def registrations(cluster, broker):
+def registration_sessions(cluster, broker):
     """The ZooKeeper sessions (ids) in which ``broker`` registered, in order."""
     return [int(session, 16) for b, session in REGISTRATION.findall(log_text(cluster, broker, "server.log"))
             if int(b) == broker]
@@ -88,7 +88,7 @@ def assert_registered_once_per_session(cluster, broker, sessions):
     belongs to the last one: no retry loop, no node left over from an older session."""
     def check():
         # Polled: the broker logs a registration only after ZooKeeper has created the node.
-        seen = registrations(cluster, broker)
+        seen = registration_sessions(cluster, broker)
         assert len(seen) == len(set(seen)) == sessions, f"broker {broker} registrations: {[hex(s) for s in seen]}"
         owner = cluster.zk.exists(zn.BrokerIdZNode.path(broker)).ephemeralOwner
         assert owner == seen[-1], (hex(owner), [hex(s) for s in seen])
@@ -422,7 +422,7 @@ def test_operator_deletes_a_live_broker_registration(cluster_factory, whose):
     assert "was deleted while its session" in log_text(cluster, victim, "server.log")
     # Twice in its one session, and it holds the node in that session (the second line
     # follows the node's creation: wait for it).
-    session = cluster.wait_until(lambda: len(r := registrations(cluster, victim)) >= 2 and r, timeout=10,
+    session = cluster.wait_until(lambda: len(r := registration_sessions(cluster, victim)) >= 2 and r, timeout=10,
                                  message=f"broker {victim} did not log its second registration")
     assert len(session) == 2 and session[0] == session[1] == cluster.zk.exists(path).ephemeralOwner, session
     acked.update(acked_offsets(cluster.bootstrap_servers, unique_values(b"after", 20)))
