@@ -12,7 +12,9 @@ bit Kafka (znodes.md §3):
 The registration is watched while the session lives: if someone deletes it
 (an operator, failure-scenarios.md §6 #24), the broker registers again
 instead of serving on unregistered, which the controller would never learn
-of (Kafka only re-registers on a new session).
+of (Kafka only re-registers on a new session).  kazoo forgets every watch when
+its connection drops, even if the session survives (it sends no SetWatches on
+reconnecting), so the watch is set again whenever the same session reconnects.
 """
 from __future__ import annotations
 
@@ -44,7 +46,9 @@ class BrokerRegistration:
         self.info = info
         self.session_timeout_s = session_timeout_ms / 1000
         self._our_sessions: set[int] = set()
+        self._watched_in: int | None = None   # the session whose registration we watch
         self.path = zn.BrokerIdZNode.path(info.broker_id)
+        zk.add_listener(self._on_connection_state)
 
     def ensure_common_paths(self) -> None:
         for path in zn.PERSISTENT_PATHS:
@@ -99,8 +103,9 @@ class BrokerRegistration:
 
     def _watch_registration(self) -> None:
         try:
+            self._watched_in = self.zk.client_id[0]
             stat = self.zk.exists(self.path, watch=self._on_registration_event)
-        except KazooException:
+        except (KazooException, TypeError):  # client_id is None while disconnected
             return  # the session is going: the next one registers (and watches) anew
         if stat is None:
             gevent.spawn(self._register_again)  # deleted before the watch was set
@@ -111,8 +116,19 @@ class BrokerRegistration:
             gevent.spawn(self._register_again)
         elif event.type != EventType.NONE:
             gevent.spawn(self._watch_registration)  # changed: keep watching
-        # EventType.NONE: the session ended; registering in the next one is the
-        # controller's new-session handling, which watches again.
+        # EventType.NONE: the connection dropped and kazoo forgot the watch.  If the
+        # session survives, _on_connection_state watches again; a new session
+        # registers anew (the controller's new-session handling), and watches then.
+
+    def _on_connection_state(self, state: str) -> None:
+        # A kazoo listener: must not block, so the work gets a greenlet.
+        if state == KazooState.CONNECTED and self._watched_in is not None:
+            gevent.spawn(self._watch_again_in_same_session)
+
+    def _watch_again_in_same_session(self) -> None:
+        client_id = self.zk.client_id
+        if client_id is not None and client_id[0] == self._watched_in:
+            self._watch_registration()  # registers again if it went meanwhile
 
     def _register_again(self) -> None:
         if self.zk.state != KazooState.CONNECTED:

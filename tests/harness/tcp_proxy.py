@@ -13,7 +13,9 @@ ZooKeeper needs neither and cuts only that path.  ``cut()`` is a black hole, not
 
 ``heal()`` resumes relaying on every connection both ends still hold and connects the held
 ones upstream.  A ZooKeeper client then learns that its session expired and starts a new
-one: exactly what a broker whose ZooKeeper network failed sees.
+one: exactly what a broker whose ZooKeeper network failed sees.  ``reset()`` is the short
+blip instead: it drops the open connections and relays the client's reconnection, which
+resumes the same session.
 
 The relay runs on OS threads.  The pytest process is not monkey-patched (only a broker's
 ``main`` patches, when run as a program), so these threads run while a test blocks in
@@ -30,8 +32,10 @@ whenever the test waits.
 ...     held = _no_data_within(server, 0.3)
 ...     proxy.heal()
 ...     late = _receive(server, 5)
->>> relayed, held, late
-(b'ping', True, b'lost?')
+...     proxy.reset()
+...     dropped = _receive(client, 5), _receive(server, 5)
+>>> relayed, held, late, dropped
+(b'ping', True, b'lost?', (b'', b''))
 >>> for sock in (client, server, upstream):
 ...     sock.close()
 """
@@ -77,6 +81,16 @@ class TcpProxy:
         with self._flow:
             self._flowing = True
             self._flow.notify_all()
+
+    def reset(self):
+        """Drop every open connection (both ends see it close) and keep relaying new ones:
+        a ZooKeeper client reconnects at once, in the same session."""
+        for sock in list(self._links):
+            try:
+                # shutdown, not close: it wakes the relay thread's select on this socket.
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def close(self):
         """Stop accepting, close every connection both ways, and wait for the threads."""
