@@ -143,7 +143,7 @@ class KafkaServer:
             if tp.topic == topic:
                 partition.log.config = self._log_config(topic)
         if self.controller is not None and self.controller.active:
-            self.controller.enqueue(ev.TopicConfigChange())
+            self.controller.enqueue(ev.TopicConfigChange(topic))
 
     def shutdown(self) -> None:
         log.info("[Kafka Server %d], shutting down", self.broker_id)

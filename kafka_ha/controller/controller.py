@@ -250,8 +250,20 @@ class KafkaController:
             self.loop.put(ev.AutoRebalance())
             gevent.sleep(interval)
 
-    def _on_topic_config_change(self, _event: object) -> None:
-        self.ctx.topic_configs.update(self.store.topic_configs(self.ctx.topics))
+    def _on_topic_config_change(self, event: ev.TopicConfigChange) -> None:
+        if event.topic not in self.ctx.topics or event.topic in self.ctx.deleting_topics:
+            return
+        self.ctx.topic_configs.update(self.store.topic_configs([event.topic]))
+        # Enabling unclean election takes effect at once (Kafka 2.x's
+        # TopicUncleanLeaderElectionEnable): partitions of the topic that wait for
+        # an ISR member to return may elect any live replica now.
+        offline = [tp for tp in self.ctx.offline_partitions() if tp.topic == event.topic]
+        if offline and self._unclean_allowed(event.topic):
+            log.info("Unclean leader election has been enabled for topic %s: electing leaders "
+                     "for its offline partitions %s", event.topic, sorted(tp.partition for tp in offline))
+            batch = self._new_batch()
+            self._bring_online([], offline, batch)
+            batch.send(self.channel)
 
     def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Read assignments, configs and states of these topics into the context."""

@@ -81,7 +81,9 @@ class ControlledShutdownRequest:
 
 @dataclass(frozen=True)
 class TopicConfigChange:
-    """A topic's config changed (``/config/changes``): re-read the overrides."""
+    """A topic's config changed (``/config/changes``): re-read its overrides."""
+
+    topic: str
 
 
 @dataclass(frozen=True)

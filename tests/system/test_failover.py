@@ -6,7 +6,7 @@ import pytest
 
 from kafka_ha.model import LeaderAndIsr
 from tests.harness.kafka import (controller_epoch, create_topic, log_size, log_text, read_states,
-                                 received_leader_and_isr)
+                                 received_leader_and_isr, run_tool)
 
 pytestmark = pytest.mark.system
 SESSION_MS = 4000
@@ -115,11 +115,23 @@ def test_sigstopped_controller_is_fenced_and_resigns(cluster_factory):
             assert b'"controller_epoch":%d' % new_epoch in data, (path, data)
 
 
-@pytest.mark.parametrize("unclean", [False, True])
+def assert_unclean_election_of_2(cluster, offline):
+    state = cluster.wait_until(lambda: (s := read_states(cluster, "last")[0]).leader == 2 and s,
+                               timeout=20, message="no unclean election of broker 2")
+    assert state.isr == (2,) and state.leader_epoch == offline.leader_epoch + 1
+    controller = cluster.controller()
+    assert "unclean election of 2" in log_text(cluster, controller, "state-change.log")
+    assert "Unclean leader election for partition [last,0]" in log_text(cluster, controller, "controller.log")
+    return controller
+
+
+@pytest.mark.parametrize("unclean", ["off", "on", "enabled while offline"])
 def test_last_isr_member_dies(cluster_factory, unclean):
+    """#18 (off), #19 (on) and #20: unclean election enabled for the offline partition with
+    kafka-configs.sh takes effect without a restart (Kafka 2.x)."""
     # Broker 4 holds no replica: it stays alive to act as the controller.
     cluster = cluster_factory(4, session_timeout_ms=SESSION_MS)
-    extra = ["--config", "unclean.leader.election.enable=true"] if unclean else []
+    extra = ["--config", "unclean.leader.election.enable=true"] if unclean == "on" else []
     create_topic(cluster, "last", 1, 3, "--replica-assignment", "1:2:3", *extra)
     for b in (2, 3):
         cluster.kill(b)
@@ -132,23 +144,26 @@ def test_last_isr_member_dies(cluster_factory, unclean):
 
     cluster.start_broker(2)
     cluster.wait_registered([2])
-    if unclean:
-        state = cluster.wait_until(lambda: (s := read_states(cluster, "last")[0]).leader == 2 and s,
-                                   timeout=20, message="no unclean election of broker 2")
-        assert state.isr == (2,) and state.leader_epoch == offline.leader_epoch + 1
-        controller = cluster.controller()
-        assert "unclean election of 2" in log_text(cluster, controller, "state-change.log")
-        assert "Unclean leader election for partition [last,0]" in log_text(
+    if unclean == "on":
+        assert_unclean_election_of_2(cluster, offline)
+        return
+    time.sleep(2)  # give a wrong election every chance to happen
+    state = read_states(cluster, "last")[0]
+    assert (state.leader, state.isr) == (-1, (1,))
+    if unclean == "enabled while offline":
+        rc, out, err = run_tool("kafka-configs.sh", "--zookeeper", cluster.connect_string, "--entity-type",
+                                "topics", "--entity-name", "last", "--alter", "--add-config",
+                                "unclean.leader.election.enable=true")
+        assert rc == 0, out + err
+        controller = assert_unclean_election_of_2(cluster, offline)
+        assert "Unclean leader election has been enabled for topic last" in log_text(
             cluster, controller, "controller.log")
-    else:
-        time.sleep(2)  # give a wrong election every chance to happen
-        state = read_states(cluster, "last")[0]
-        assert (state.leader, state.isr) == (-1, (1,))
-        cluster.start_broker(1)
-        state = cluster.wait_until(lambda: (s := read_states(cluster, "last")[0]).leader == 1 and s,
-                                   timeout=20, message="the last ISR member did not lead again")
-        # elected alone; live followers that catch up rejoin afterwards
-        assert state.isr[0] == 1 and state.leader_epoch > offline.leader_epoch
+        return
+    cluster.start_broker(1)
+    state = cluster.wait_until(lambda: (s := read_states(cluster, "last")[0]).leader == 1 and s,
+                               timeout=20, message="the last ISR member did not lead again")
+    # elected alone; live followers that catch up rejoin afterwards
+    assert state.isr[0] == 1 and state.leader_epoch > offline.leader_epoch
 
 
 def test_conflicting_writer_between_read_and_write(cluster_factory):
