@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from kafka_ha.tools.processes import (HOST, owned_alive, pid_alive, pid_cmdline, port_free,
-                                      read_pid, spawn, tail, terminate, wait_dead)
+                                      read_pid, spawn, tail, terminate)
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 # The jar's manifest pulls in slf4j-api but no binding; add log4j so the node logs.
@@ -232,7 +232,8 @@ class Ensemble:
             modes = {i: self.node_mode(i) for i in self.ids}
             dead = [i for i in self.ids if self.node_pid(i) is None]
             if dead:
-                raise EnsembleError(self._failure(f"zk-{dead[0]} exited during startup", dead[0]))
+                raise EnsembleError(self._failure(
+                    f"zk-{dead[0]} exited during startup{self._exit_detail(dead[0])}", dead[0]))
             if all(m in SERVING_MODES for m in modes.values()) and self.leader(modes):
                 return
             if time.monotonic() >= deadline:
@@ -240,6 +241,15 @@ class Ensemble:
                 raise EnsembleError(self._failure(
                     f"ZooKeeper ensemble not ready after {timeout_s}s (modes {modes})", slow))
             time.sleep(0.2)
+
+    def _exit_detail(self, i):
+        """`` (pid P, exit status S)`` of node ``i`` if this object started it, else ''."""
+        proc = self._procs.get(i)
+        if proc is None or proc.poll() is None:
+            return ""
+        status = proc.returncode
+        how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        return f" (pid {proc.pid}, {how})"
 
     def _failure(self, headline, i):
         return (f"{headline}\n--- tail of {self.log_file(i)} ---\n{tail(self.log_file(i))}"
@@ -267,14 +277,32 @@ class Ensemble:
             return None
         os.kill(pid, sig)
         if wait and sig in (signal.SIGKILL, signal.SIGTERM):
-            wait_dead([pid], 10.0)
+            self._wait_exited(i, pid, 10.0)
         return pid
+
+    def _wait_exited(self, i, pid, timeout_s):
+        """Wait until ``node_pid(i)`` (what ``start_node`` asks) no longer finds ``pid``.
+
+        ``pid_alive`` alone is not enough: a dying JVM's main thread is a zombie ("Z" in
+        /proc) while its other threads still exit, and until the last one has, the
+        process cannot be reaped, so our Popen still says it runs.  A ``start_node``
+        in that window found the old process "running", started nothing, and
+        ``wait_ready`` then saw it exit: "zk-N exited during startup".
+        """
+        deadline = time.monotonic() + timeout_s
+        while self.node_pid(i) == pid:
+            if time.monotonic() >= deadline:
+                raise EnsembleError(f"zk-{i} (pid {pid}) still running {timeout_s}s after a kill")
+            time.sleep(0.02)
 
     def stop(self, timeout_s=5.0):
         """Stop every node (TERM, then KILL after ``timeout_s``); return the stopped ids."""
         pids = {i: self.node_pid(i) for i in self.ids}
         running = {i: p for i, p in pids.items() if p}
         ok = terminate(list(running.values()), timeout_s)
+        if ok:  # gone by /proc; wait until they are reaped as well (see _wait_exited)
+            for i, pid in running.items():
+                self._wait_exited(i, pid, 10.0)
         for i in self.ids:
             self._pid_file(i).unlink(missing_ok=True)
         if not ok:
