@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Iterable
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
@@ -167,7 +167,11 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
         new = parse_replica_assignment(args.replica_assignment, first_partition=existing)
     else:
         new = assign_replicas(admin.live_broker_ids(), args.partitions - existing, rf, existing)
-    admin.add_partitions(assignment, new)
+    try:
+        admin.add_partitions(assignment, new)  # at the version read: a concurrent change wins
+    except BadVersionError:
+        raise TopicCommandError(f"Topic {topic} changed while partitions were being added (another "
+                                f"--alter?); nothing was changed") from None
     print("Adding partitions succeeded!", file=out)
 
 

@@ -6,7 +6,7 @@ state, which belongs to the controller and the leaders.
 from __future__ import annotations
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
 
 from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
@@ -15,6 +15,7 @@ from kafka_ha.zk.multi_read import get_many
 from kafka_ha.zk.errors import MalformedZnode
 
 CLI_SESSION_TIMEOUT_MS = 30000
+CREATE_ATTEMPTS = 5  # of the create multi, while a config node keeps changing underneath
 
 
 class ZkAdmin:
@@ -130,24 +131,45 @@ class ZkAdmin:
 
     def create_topic(self, topic: str, replicas: dict[int, tuple[int, ...]],
                      configs: dict[str, str]) -> None:
-        """Config first, then the assignment (the controller reacts to the latter).
+        """Write the config and the assignment in one multi, so the controller, which reacts
+        to the assignment, never sees a topic without its config.
 
         Raises NodeExistsError if the topic exists; refuses a topic still
         being deleted so that deleted data never resurfaces under its name.
+        One multi also makes concurrent creates of one name atomic: the loser
+        writes nothing.  (Kafka writes the config first, then the assignment,
+        so a losing create could leave its config on the winner's topic.)
         """
-        if self.zk.exists(zn.TopicZNode.path(topic)):
+        topic_path = zn.TopicZNode.path(topic)
+        if self.zk.exists(topic_path):
             raise NodeExistsError()
         if self.zk.exists(azn.DeleteTopicZNode.path(topic)):
             raise ValueError(f'Topic "{topic}" is marked for deletion; it cannot be created '
                              f'until the deletion completes.')
         config_path = azn.TopicConfigZNode.path(topic)
-        data = azn.TopicConfigZNode.encode(configs)
-        if self.zk.exists(config_path):
-            self.zk.set(config_path, data)
-        else:
-            self.zk.create(config_path, data, makepath=True)
-        self.zk.create(zn.TopicZNode.path(topic),
-                       zn.TopicZNode.encode(TopicAssignment(topic, dict(replicas))), makepath=True)
+        config = azn.TopicConfigZNode.encode(configs)
+        assignment = zn.TopicZNode.encode(TopicAssignment(topic, dict(replicas)))
+        for parent in (zn.BROKER_TOPICS_PATH, zn.CONFIG_TOPICS_PATH):
+            self.zk.ensure_path(parent)  # a multi cannot create parents
+        for _ in range(CREATE_ATTEMPTS):
+            # A config without a topic (left by a tool that writes the two
+            # apart and died between them) is overwritten, at the version read.
+            config_stat = self.zk.exists(config_path)
+            txn = self.zk.transaction()
+            txn.create(topic_path, assignment)
+            if config_stat is None:
+                txn.create(config_path, config)
+            else:
+                txn.set_data(config_path, config, version=config_stat.version)
+            results = txn.commit()
+            refused = [r for r in results if isinstance(r, Exception)
+                       and not isinstance(r, (RolledBackError, RuntimeInconsistency))]
+            if not refused:
+                return
+            if results[0] is refused[0]:
+                raise refused[0]  # NodeExistsError: another create won
+            # The config op was refused: its node changed since we read it.
+        raise refused[0]
 
     def add_partitions(self, current: TopicAssignment, new: dict[int, tuple[int, ...]]) -> None:
         merged = dict(current.partitions)

@@ -15,10 +15,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_tool(script, *args, timeout_s=60):
     """Run ``bin/<script>`` with this interpreter: ``(rc, stdout, stderr)``."""
+    return finish_tool(start_tool(script, *args), timeout_s)
+
+
+def start_tool(script, *args):
+    """Start ``bin/<script>`` with this interpreter and return at once (a ``Popen``), for
+    tools that must run at the same time; ``finish_tool`` collects the result."""
     env = dict(os.environ, KAFKA_HA_PYTHON=sys.executable)
-    done = subprocess.run([str(ROOT / "bin" / script), *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL)
-    return done.returncode, done.stdout, done.stderr
+    return subprocess.Popen([str(ROOT / "bin" / script), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+
+
+def finish_tool(process, timeout_s=60):
+    """Wait for a tool from ``start_tool``: ``(rc, stdout, stderr)``; killed after ``timeout_s``."""
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return process.returncode, out, err
 
 
 def topics_cli(cluster, *args):

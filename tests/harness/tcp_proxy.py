@@ -151,7 +151,7 @@ class TcpProxy:
             peer = {client: upstream, upstream: client}
             while not self._closed:
                 readable, _, _ = select.select(list(peer), [], [], POLL_S)
-                if readable and not self._pass_on(readable, peer):
+                if readable and not self._pass_on(readable, peer, client):
                     return
         except OSError:
             return  # either end went away: so does the other
@@ -161,7 +161,7 @@ class TcpProxy:
                     self._links.discard(sock)
                     _close(sock)
 
-    def _pass_on(self, readable, peer):
+    def _pass_on(self, readable, peer, client):
         """Relay what ``readable`` sockets hold; False once one of them has closed."""
         with self._flow:
             if not self._flowing:
@@ -173,8 +173,16 @@ class TcpProxy:
                 data = sock.recv(65536)
                 if not data:
                     return False
-                peer[sock].sendall(data)
+                if sock is client:
+                    data = self._upstream_part(client, peer[sock], data)
+                if data:
+                    peer[sock].sendall(data)
         return True
+
+    def _upstream_part(self, client, upstream, data):
+        """What to relay to ``upstream`` of ``data``, which ``client`` sent: all of it here;
+        a subclass may hold some back (called under the flow lock, so one at a time)."""
+        return data
 
     def _connect_upstream(self):
         for address in self.upstreams:
