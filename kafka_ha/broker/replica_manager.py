@@ -27,6 +27,8 @@ from kafka_ha.protocol.partition_states import from_wire
 from kafka_ha.state_change_log import LOGGER_NAME, StateChangeBatch
 
 state_change = logging.getLogger(LOGGER_NAME)
+# Longest stretch of LeaderAndIsr work between two yields to the hub (ZooKeeper pings).
+YIELD_EVERY_MS = 50
 # Intervals at or above this (~31 years) mean "never": gevent's timers cannot take Long.MAX_VALUE.
 NEVER_MS = 10**12
 
@@ -157,9 +159,13 @@ class ReplicaManager:
         lines = StateChangeBatch()
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         follow: dict[int, set[TopicPartition]] = {}
-        for i, entry in enumerate(request["partition_states"]):
-            if i % 200 == 199:
-                gevent.sleep(0)  # a 10k-partition request must not starve the ZooKeeper heartbeat
+        yielded_ms = monotonic_ms()
+        for entry in request["partition_states"]:
+            if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
+                # A big request must not starve the ZooKeeper heartbeat: on a loaded
+                # machine 200 new logs took 2.5 s, and the session (4 s) expired.
+                gevent.sleep(0)
+                yielded_ms = monotonic_ms()
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
                        f"{source} for partition {s.tp}")
