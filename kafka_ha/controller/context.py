@@ -7,6 +7,7 @@ partition states (with their znode versions) and topic configs.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Iterable
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
 
@@ -80,9 +81,11 @@ class ControllerContext:
 
     # ---- states ---------------------------------------------------------
 
-    def offline_partitions(self) -> list[TopicPartition]:
-        """Partitions with a state but no live leader."""
-        return [tp for tp, s in self.states.items() if not self.is_live(s.leader)]
+    def offline_partitions(self, among: Iterable[TopicPartition] | None = None) -> list[TopicPartition]:
+        """Partitions (of ``among``, else all) with a state but no live leader."""
+        if among is None:
+            return [tp for tp, s in self.states.items() if not self.is_live(s.leader)]
+        return [tp for tp in among if tp in self.states and not self.is_live(self.states[tp].leader)]
 
     def partitions_with_dead_members(self) -> list[TopicPartition]:
         """Partitions whose leader or some ISR member is not live (what a failover must repair)."""

@@ -257,7 +257,7 @@ class KafkaController:
         # Enabling unclean election takes effect at once (Kafka 2.x's
         # TopicUncleanLeaderElectionEnable): partitions of the topic that wait for
         # an ISR member to return may elect any live replica now.
-        offline = [tp for tp in self.ctx.offline_partitions() if tp.topic == event.topic]
+        offline = self.ctx.offline_partitions(self.ctx.partitions_of(event.topic))
         if offline and self._unclean_allowed(event.topic):
             log.info("Unclean leader election has been enabled for topic %s: electing leaders "
                      "for its offline partitions %s", event.topic, sorted(tp.partition for tp in offline))
@@ -314,8 +314,7 @@ class KafkaController:
         new = [tp for tp in new if tp not in self.ctx.unusable]
         if new:
             self.psm.create(new, batch)
-            offline = list(dict.fromkeys(offline + [tp for tp in new if tp in self.ctx.states
-                                                    and not self.ctx.is_live(self.ctx.states[tp].leader)]))
+            offline = list(dict.fromkeys(offline + self.ctx.offline_partitions(new)))
         if offline:
             self.psm.change(offline, self._decide_for_live(self.ctx.live_broker_ids - exclude), batch)
 
@@ -432,7 +431,7 @@ class KafkaController:
     def _on_new_partitions(self, added: list[TopicPartition]) -> None:
         batch = self._new_batch()
         new = [tp for tp in added if tp not in self.ctx.states]
-        offline = [tp for tp in added if tp in self.ctx.states and not self.ctx.is_live(self.ctx.states[tp].leader)]
+        offline = self.ctx.offline_partitions(added)
         self._bring_online(new, offline, batch)
         # States adopted from ZooKeeper (created by an earlier controller) are
         # sent too; requests are keyed by partition, so nothing goes twice.
