@@ -77,6 +77,15 @@ def four_letter(port, cmd="srvr", host=HOST, timeout_s=2.0):
     return b"".join(chunks).decode(errors="replace")
 
 
+def server_command(zoo_cfg, log_dir, log4j_file, java="java", jvm_opts=()):
+    """The command line of one ZooKeeper server on ``zoo_cfg`` (Debian's jar and main
+    class, as its own service runs it), logging to ``log_dir/zookeeper.log``."""
+    classpath = ":".join([str(Path(zoo_cfg).parent), ZK_JAR] + [j for j in LOG_JARS if os.path.exists(j)])
+    return [java, *jvm_opts, "-cp", classpath,
+            f"-Dzookeeper.log.dir={log_dir}", "-Dzookeeper.log.file=zookeeper.log",
+            f"-Dlog4j.configuration=file:{log4j_file}", MAIN_CLASS, str(zoo_cfg)]
+
+
 # -- the ensemble ------------------------------------------------------------------------
 
 class Ensemble:
@@ -181,13 +190,9 @@ class Ensemble:
 
     def _command(self, i):
         node = self.node_dir(i)
-        classpath = ":".join([str(node), ZK_JAR] + [j for j in LOG_JARS if os.path.exists(j)])
-        return [self.java, *self.jvm_opts, "-cp", classpath,
-                f"-Dzookeeper.log.dir={node / 'log'}", "-Dzookeeper.log.file=zookeeper.log",
-                f"-Dlog4j.configuration=file:{node / 'log4j.properties'}",
-                "-Dzookeeper.forceSync=no", "-Dzookeeper.preAllocSize=4096",
-                "-Dzookeeper.snapshot.trust.empty=true", "-Dzookeeper.jmx.log4j.disable=true",
-                MAIN_CLASS, str(node / "zoo.cfg")]
+        return server_command(node / "zoo.cfg", node / "log", node / "log4j.properties", self.java,
+                              [*self.jvm_opts, "-Dzookeeper.forceSync=no", "-Dzookeeper.preAllocSize=4096",
+                               "-Dzookeeper.snapshot.trust.empty=true", "-Dzookeeper.jmx.log4j.disable=true"])
 
     # processes
     def node_pid(self, i):

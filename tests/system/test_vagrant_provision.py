@@ -21,7 +21,8 @@ import yaml
 from kazoo.client import KazooClient
 
 from kafka_ha.client.producer import Producer
-from kafka_ha.tools.zk_ensemble import LOG_JARS, MAIN_CLASS, ZK_JAR, four_letter
+from kafka_ha.tools.processes import spawn
+from kafka_ha.tools.zk_ensemble import LOG4J_TEMPLATE, four_letter, server_command
 from kafka_ha.zk import znodes as zn
 from tests.harness.cluster import wait_until
 from tests.harness.kafka import ROOT, run_tool
@@ -42,19 +43,9 @@ def provision(vm_root, ports, *args):
 
 def start_zookeeper(vm_root):
     """QuorumPeerMain on the rendered zoo.cfg, as Debian's zookeeper service starts it."""
-    conf = vm_root / "etc" / "zookeeper" / "conf"
-    classpath = ":".join([str(conf), ZK_JAR] + [j for j in LOG_JARS if os.path.exists(j)])
     (vm_root / "log").mkdir()
-    command = ["java", "-cp", classpath, f"-Dzookeeper.log.dir={vm_root / 'log'}",
-               f"-Dlog4j.configuration=file:{ROOT / 'conf' / 'zookeeper-log4j.properties'}",
-               MAIN_CLASS, str(conf / "zoo.cfg")]
-    return start(command, vm_root / "zookeeper.out")
-
-
-def start(command, out_path):
-    with open(out_path, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+    command = server_command(vm_root / "etc" / "zookeeper" / "conf" / "zoo.cfg", vm_root / "log", LOG4J_TEMPLATE)
+    return spawn(command, vm_root / "zookeeper.out", die_with_parent=True)
 
 
 @pytest.fixture
@@ -89,8 +80,8 @@ def test_rendered_vm_configs_form_a_replicating_cluster(vms):
         provision(vm_root, vms.ports, "broker", str(broker_id), host, zk_hosts)
         config_path = vm_root / "etc" / "kafka-ha" / "server.yaml"
         configs.append(yaml.safe_load(config_path.read_text()))
-        vms.started.append(start([str(ROOT / "bin" / "kafka-server-start.sh"), str(config_path)],
-                                 vm_root / "server.out"))
+        vms.started.append(spawn([str(ROOT / "bin" / "kafka-server-start.sh"), str(config_path)],
+                                 vm_root / "server.out", die_with_parent=True))
     connect = configs[0]["zookeeper.connect"]
     assert connect == ",".join(f"{h}:{vms.client_port}" for h in ZK_HOSTS)
     assert (configs[0]["default.replication.factor"], configs[0]["min.insync.replicas"]) == (3, 2)
