@@ -96,11 +96,19 @@ def assert_loss_bounded(history, acked, truncated):
                          f"truncated ({truncated}), e.g. {list(outside.items())[:5]}")
 
 
-def report(name, load, history, truncated):
+def judge_baseline(name, cluster, load, old_leader, since, led):
+    """Read back, report and check one load test: nothing damaged, acks=1 loss bounded by
+    what ``old_leader`` truncated (its server.log after byte ``since``), and truncation only
+    of the partitions ``led`` that it led."""
+    history = load.history(cluster, PARTITIONS)
+    truncated = truncated_ranges(cluster, old_leader, since)
     print(f"{name}: {load.sent} sent, {len(load.acked)} acknowledged, {len(load.failed)} failed, "
           f"{history.surviving} survived at their offsets, {len(history.lost)} LOST, "
           f"{history.unseen} never read; duplicates {history.duplicates}, records sent again "
           f"{load.retries.retried}; truncated {truncated}")
+    assert_intact(history, load.retries.retried)
+    assert_loss_bounded(history, load.acked, truncated)
+    assert set(truncated) <= set(led), f"broker {old_leader} truncated partitions it did not lead: {truncated}"
 
 
 # ---- #1: kill -9 the leader of p0 under load ---------------------------------------------
@@ -125,12 +133,7 @@ def test_kill_leader_under_load(cluster_factory, acks):
         wait_all_isrs_full(cluster)
         load.wait_progress(100, what="production after the restart")
 
-    history = load.history(cluster, PARTITIONS)
-    truncated = truncated_ranges(cluster, victim, since)
-    report(f"#1 acks={acks}", load, history, truncated)
-    assert_intact(history, load.retries.retried)
-    assert_loss_bounded(history, load.acked, truncated)
-    assert set(truncated) <= set(led), f"broker {victim} truncated partitions it did not lead: {truncated}"
+    judge_baseline(f"#1 acks={acks}", cluster, load, victim, since, led)
 
 
 # ---- #4: a zombie leader under load -------------------------------------------------------
@@ -162,12 +165,7 @@ def test_zombie_leader_under_load(cluster_factory, acks):
         wait_all_isrs_full(cluster)
         load.wait_progress(100, what="production after the zombie rejoined")
 
-    history = load.history(cluster, PARTITIONS)
-    truncated = truncated_ranges(cluster, zombie, since)
-    report(f"#4 acks={acks}", load, history, truncated)
-    assert_intact(history, load.retries.retried)
-    assert_loss_bounded(history, load.acked, truncated)
-    assert set(truncated) <= {0}, f"broker {zombie} truncated partitions it did not lead: {truncated}"
+    judge_baseline(f"#4 acks={acks}", cluster, load, zombie, since, led=[0])
 
 
 # ---- a loss of known size ------------------------------------------------------------------
