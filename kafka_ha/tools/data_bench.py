@@ -13,7 +13,9 @@ the same run measures:
   once with a long-polling one (fetch.max.wait.ms 500, the consumer default);
   its baseline, under the same load, is a 1 KiB message relayed through the
   same hops by plain blocking-socket processes (client -> "leader" ->
-  "follower" -> "leader" -> client): what the machine itself costs.
+  "follower" -> "leader" -> client): what the machine itself costs;
+- with ``--load-curve``, the long-polling latency again at other fractions of
+  the peak (0 = no background producer), to show where the tail comes from.
 Each produce run is repeated (``--repeat``); the table shows the median run
 and the range, and the CPU time the producer and the three brokers spent per
 MB in that run: on a shared machine whose speed varies from one hour to the
@@ -240,12 +242,70 @@ def e2e(bootstrap: str, topic: str, messages: int, size: int, props_file: str | 
     return {"avg": avg, "p50": int(p[1]), "p99": int(p[2]), "p999": int(p[3])}
 
 
+def background_producer(bootstrap: str, rate: int) -> subprocess.Popen:
+    """A perf-tool producer with the peak run's settings at ``rate`` msgs/s (acks=all, 1 KiB)."""
+    background = subprocess.Popen([str(ROOT / "bin" / "kafka-producer-perf-test.sh"), "--topic",
+                                   "bench-1k", "--num-records", str(rate * 120), "--record-size", "1024",
+                                   "--throughput", str(rate), "--producer-props",
+                                   f"bootstrap.servers={bootstrap}", "acks=all", *PRODUCER_PROPS],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env={"KAFKA_HA_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
+    time.sleep(2)   # past its metadata and first batches
+    return background
+
+
+def latency_under_load(bootstrap: str, peak: float, fraction: float, props_file: str) -> dict:
+    """The long-polling e2e latency with a background producer at ``fraction`` of the peak (none at 0)."""
+    rate = int(peak * fraction)
+    print(f"e2e latency curve: background at {rate} msgs/s ...", file=sys.stderr)
+    background = background_producer(bootstrap, rate) if rate > 0 else None
+    try:
+        return dict(e2e(bootstrap, "bench-e2e", 3000, 1024, props_file), fraction=fraction, rate=rate)
+    finally:
+        if background is not None:
+            background.kill()
+            background.wait()
+
+
+def print_load_curve(curve: list[dict]) -> None:
+    print("\nend-to-end latency against background load (long-polling consumer, 3000 messages "
+          "per row; the background producer has the peak run's settings):\n")
+    print("| background load | msgs/s | avg | p50 | p99 | p99.9 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in curve:
+        print(f"| {100 * r['fraction']:g}% of the acks=all peak | {r['rate']} | {r['avg']:.2f} ms | "
+              f"{r['p50']} ms | {r['p99']} ms | {r['p999']} ms |")
+
+
+def load_fractions(text: str) -> list[float]:
+    """``--load-curve`` values: comma-separated fractions of the peak in [0, 1].
+
+    >>> load_fractions("0,0.01, 0.1")
+    [0.0, 0.01, 0.1]
+    >>> load_fractions("2")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: load fractions must lie in [0, 1], not 2.0
+    """
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    for v in values:
+        if not 0 <= v <= 1:
+            raise argparse.ArgumentTypeError(f"load fractions must lie in [0, 1], not {v}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kafka-data-bench.sh", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200000, help="messages per produce run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per produce workload")
     parser.add_argument("--dir")
+    parser.add_argument("--load-curve", type=load_fractions, default=[], metavar="FRACTIONS",
+                        help="also measure long-poll e2e latency with background load at these "
+                             "fractions of the acks=all peak, e.g. 0,0.01,0.05,0.1")
     args = parser.parse_args(argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="kafka-ha-data-bench-"))
     zk_port = free_ports(1)[0] // 10 * 10
@@ -275,14 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
         peak = results[(1024, "all")]["msgs"]
         print(f"e2e latency with background load at {int(peak / 10)} msgs/s ...", file=sys.stderr)
-        background = subprocess.Popen([str(ROOT / "bin" / "kafka-producer-perf-test.sh"), "--topic",
-                                       "bench-1k", "--num-records", str(int(peak / 10) * 120),
-                                       "--record-size", "1024", "--throughput", str(int(peak / 10)),
-                                       "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
-                                       *PRODUCER_PROPS],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      env={"KAFKA_HA_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
-        time.sleep(2)
+        background = background_producer(bootstrap, int(peak / 10))
         long_poll = work / "long-poll.properties"
         long_poll.write_text("fetch.max.wait.ms=500\n")
         latency = {"busy-polling consumer (fetch.max.wait.ms=0, Kafka's tool)":
@@ -292,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         print("e2e baseline: plain-socket relay over the same hops, same load ...", file=sys.stderr)
         floor = relay_floor(5000)
         background.kill()
+        background.wait()
+        curve = [latency_under_load(bootstrap, peak, fraction, str(long_poll))
+                 for fraction in args.load_curve]
         print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
         print(f"| workload (median of {args.repeat}) | msgs/s | MB/s | MB/s range | "
               "producer latency p50 / p99 | CPU ms per MB: producer / 3 brokers |")
@@ -311,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| baseline: plain blocking-socket processes relaying the same hops, same load | "
               f"{floor['avg']:.2f} ms | {floor['p50']:.2f} ms | {floor['p99']:.2f} ms | "
               f"{floor['p999']:.2f} ms |")
+        if curve:
+            print_load_curve(curve)
         print("\nserving fetch data from a log file in the page cache, one connection "
               "(sender CPU per GiB: what the broker spends):\n")
         print("| response size | method | MB/s | sender CPU s/GiB |")
