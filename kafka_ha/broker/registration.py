@@ -102,10 +102,13 @@ class BrokerRegistration:
     # ---- the registration deleted under a live session ----------------------
 
     def _watch_registration(self) -> None:
+        client_id = self.zk.client_id
+        if client_id is None:
+            return  # disconnected: _on_connection_state watches again on reconnecting
+        self._watched_in = client_id[0]
         try:
-            self._watched_in = self.zk.client_id[0]
             stat = self.zk.exists(self.path, watch=self._on_registration_event)
-        except (KazooException, TypeError):  # client_id is None while disconnected
+        except KazooException:
             return  # the session is going: the next one registers (and watches) anew
         if stat is None:
             gevent.spawn(self._register_again)  # deleted before the watch was set
