@@ -25,6 +25,7 @@ for docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import re
@@ -242,29 +243,33 @@ def e2e(bootstrap: str, topic: str, messages: int, size: int, props_file: str | 
     return {"avg": avg, "p50": int(p[1]), "p99": int(p[2]), "p999": int(p[3])}
 
 
-def background_producer(bootstrap: str, rate: int) -> subprocess.Popen:
-    """A perf-tool producer with the peak run's settings at ``rate`` msgs/s (acks=all, 1 KiB)."""
+@contextlib.contextmanager
+def background_producer(bootstrap: str, rate: int):
+    """While in the block, a perf-tool producer with the peak run's settings sends ``rate``
+    msgs/s (acks=all, 1 KiB); none at 0.  It is killed on leaving, also on an error."""
+    if rate <= 0:
+        yield
+        return
     background = subprocess.Popen([str(ROOT / "bin" / "kafka-producer-perf-test.sh"), "--topic",
                                    "bench-1k", "--num-records", str(rate * 120), "--record-size", "1024",
                                    "--throughput", str(rate), "--producer-props",
                                    f"bootstrap.servers={bootstrap}", "acks=all", *PRODUCER_PROPS],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env={"KAFKA_HA_PYTHON": sys.executable, "PATH": "/usr/bin:/bin"})
-    time.sleep(2)   # past its metadata and first batches
-    return background
+    try:
+        time.sleep(2)   # past its metadata and first batches
+        yield
+    finally:
+        background.kill()
+        background.wait()
 
 
 def latency_under_load(bootstrap: str, peak: float, fraction: float, props_file: str) -> dict:
     """The long-polling e2e latency with a background producer at ``fraction`` of the peak (none at 0)."""
     rate = int(peak * fraction)
     print(f"e2e latency curve: background at {rate} msgs/s ...", file=sys.stderr)
-    background = background_producer(bootstrap, rate) if rate > 0 else None
-    try:
+    with background_producer(bootstrap, rate):
         return dict(e2e(bootstrap, "bench-e2e", 3000, 1024, props_file), fraction=fraction, rate=rate)
-    finally:
-        if background is not None:
-            background.kill()
-            background.wait()
 
 
 def print_load_curve(curve: list[dict]) -> None:
@@ -335,17 +340,15 @@ def main(argv: list[str] | None = None) -> int:
         consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
         peak = results[(1024, "all")]["msgs"]
         print(f"e2e latency with background load at {int(peak / 10)} msgs/s ...", file=sys.stderr)
-        background = background_producer(bootstrap, int(peak / 10))
         long_poll = work / "long-poll.properties"
         long_poll.write_text("fetch.max.wait.ms=500\n")
-        latency = {"busy-polling consumer (fetch.max.wait.ms=0, Kafka's tool)":
-                   e2e(bootstrap, "bench-e2e", 5000, 1024),
-                   "long-polling consumer (fetch.max.wait.ms=500)":
-                   e2e(bootstrap, "bench-e2e", 5000, 1024, str(long_poll))}
-        print("e2e baseline: plain-socket relay over the same hops, same load ...", file=sys.stderr)
-        floor = relay_floor(5000)
-        background.kill()
-        background.wait()
+        with background_producer(bootstrap, int(peak / 10)):
+            latency = {"busy-polling consumer (fetch.max.wait.ms=0, Kafka's tool)":
+                       e2e(bootstrap, "bench-e2e", 5000, 1024),
+                       "long-polling consumer (fetch.max.wait.ms=500)":
+                       e2e(bootstrap, "bench-e2e", 5000, 1024, str(long_poll))}
+            print("e2e baseline: plain-socket relay over the same hops, same load ...", file=sys.stderr)
+            floor = relay_floor(5000)
         curve = [latency_under_load(bootstrap, peak, fraction, str(long_poll))
                  for fraction in args.load_curve]
         print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
