@@ -50,7 +50,9 @@ def start_zookeeper(vm_root):
 
 @pytest.fixture
 def vms(tmp_path):
-    """The rendered VMs, each ``SimpleNamespace(root, host, process)``."""
+    """Where the VMs' files go (``tmp``), the ports provision.sh renders (``ports``, and
+    ``client_port`` and ``broker_port`` of them), and the processes started (``started``,
+    killed at the end)."""
     client, quorum, election, broker = free_ports(4)
     ports = {"ZK_CLIENT_PORT": str(client), "ZK_QUORUM_PORT": str(quorum),
              "ZK_ELECTION_PORT": str(election), "BROKER_PORT": str(broker)}
