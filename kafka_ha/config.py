@@ -129,6 +129,11 @@ KEYS: tuple[Key, ...] = (
     Key("replica.high.watermark.checkpoint.interval.ms", _int, 5000, "HW checkpoint period", 1),
     Key("controller.socket.timeout.ms", _int, 30000, "controller-to-broker request timeout", 1),
     Key("socket.request.max.bytes", _int, 104857600, "largest request frame accepted", 1),
+    # Kafka's default is -1 (no bound); a bound keeps slow or hostile clients from
+    # exhausting memory with many large frames at once, so ours has one.
+    Key("queued.max.request.bytes", _int, 104857600,
+        "bytes of requests being read or served at once, over all connections; past it, "
+        "connections stop reading until memory is released; -1 is no bound", -1),
     Key("message.max.bytes", _int, 1000012, "largest record batch accepted", MIN_ENTRY_BYTES),
     Key("log.segment.bytes", _int, 1073741824, "segment size before rolling", MIN_ENTRY_BYTES),
     Key("log.retention.hours", _int, 168, "time-based retention", -1),

@@ -33,6 +33,7 @@ from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import BrokerEndpoint, BrokerInfo
+from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.client import connect
@@ -68,7 +69,8 @@ class KafkaServer:
                                               self._endpoint_of)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
-                                       logging.getLogger("kafka_ha.network"))
+                                       logging.getLogger("kafka_ha.network"),
+                                       RequestMemoryPool(cfg["queued.max.request.bytes"]))
         self.listener.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port

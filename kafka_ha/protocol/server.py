@@ -5,7 +5,10 @@ response, and only then reads the next frame.  That gives the ordering Kafka
 promises (responses in request order per connection, wire-protocol.md §1) even
 when the handler blocks, e.g. on a long-polling Fetch, and it bounds memory to
 one request per connection (plus the frame reader's 16 KiB receive buffer,
-``stream_io``).
+``stream_io``).  Across connections, an optional :class:`RequestMemoryPool`
+bounds the bytes of all large requests being read or served: each frame larger
+than a connection's receive buffer reserves its size before its body is read
+and releases it once answered.
 
 The handler contract::
 
@@ -30,8 +33,10 @@ from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.file_region import FileRegions, ShortFileRegion
 from kafka_ha.protocol.framing import (RequestHeader, decode_request, encode_response,
                                        encode_response_parts)
+from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.primitives import ProtocolError, Reader
-from kafka_ha.protocol.stream_io import FrameReader, FrameSizeError, TruncatedFrame, send_all
+from kafka_ha.protocol.stream_io import (BUFFER_BYTES, FrameReader, FrameSizeError, TruncatedFrame,
+                                        send_all)
 
 Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
 
@@ -47,9 +52,11 @@ class ProtocolServer:
 
     def __init__(self, host: str, port: int, handler: Handler,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None,
+                 memory_pool: RequestMemoryPool | None = None) -> None:
         self.handler = handler
         self.max_request_bytes = max_request_bytes
+        self.memory_pool = memory_pool or RequestMemoryPool(-1)
         self.log = logger or logging.getLogger(__name__)
         self._server = StreamServer((host, port), self._serve_connection)
 
@@ -76,11 +83,27 @@ class ProtocolServer:
             # of the previous one (Nagle), or small answers stall by tens of ms.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             reader = FrameReader(1, self.max_request_bytes)
+            reserved = [0]
+
+            def reserve(size: int) -> None:
+                # A frame that fits the connection's receive buffer costs no more
+                # than that buffer, which every connection has anyway: it never
+                # waits, so small requests (ApiVersions, metadata, heartbeats) are
+                # served while large ones queue for the pool.
+                if size > BUFFER_BYTES:
+                    self.memory_pool.acquire(size)
+                    reserved[0] = size
+
             while True:
-                frame = self._read_frame(reader, sock, peer)
-                if frame is None:
-                    return
-                self._dispatch(sock, peer, frame)
+                try:
+                    frame = self._read_frame(reader, sock, peer, reserve)
+                    if frame is None:
+                        return
+                    self._dispatch(sock, peer, frame)
+                finally:
+                    if reserved[0]:
+                        self.memory_pool.release(reserved[0])
+                        reserved[0] = 0
         except _CloseConnection:
             pass
         except OSError as exc:
@@ -89,11 +112,13 @@ class ProtocolServer:
         finally:
             sock.close()
 
-    def _read_frame(self, reader: FrameReader, sock: Any, peer: str) -> bytearray | None:
+    def _read_frame(self, reader: FrameReader, sock: Any, peer: str,
+                    reserve) -> bytearray | None:
         """The next frame without its size prefix, or None on a clean EOF."""
         try:
-            # The size is checked before anything is allocated for the body.
-            return reader.read(sock.recv_into)
+            # The size is checked, then reserved in the pool, before anything
+            # is allocated for the body.
+            return reader.read(sock.recv_into, reserve)
         except FrameSizeError as exc:
             self.log.warning("closing connection from %s: invalid request size %d "
                              "(allowed 1..%d)", peer, exc.size, self.max_request_bytes)

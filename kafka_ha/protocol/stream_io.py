@@ -6,7 +6,12 @@ under gevent two trips through its socket layer, for every frame.  A small
 request or response arrives whole, often with the next one behind it, so this
 reader receives into a buffer and cuts frames out of it: one call per frame or
 fewer.  A frame larger than what is buffered gets its own buffer, and the rest
-of it is received straight into that.
+of it is received straight into that.  That buffer grows with what arrives
+(doubling, from 64 KiB), never to the claimed size up front: a peer that claims
+100 MB and sends ten bytes costs this end kilobytes, not 100 MB.  A caller may
+pass ``reserve(size)``, called once the size is known and before the body is
+read; the broker reserves the size in its request memory pool there, and a
+reservation that has to wait stops this connection from reading.
 
 Every frame is a fresh ``bytearray``: a handler may keep ``memoryview`` slices
 of it (produced records) after the next frame has been read.
@@ -26,6 +31,10 @@ from kafka_ha.protocol.primitives import ProtocolError
 RecvInto = Callable[[memoryview, int], int]
 
 BUFFER_BYTES = 16 * 1024   # per connection; larger frames are received straight into their own buffer
+GROW_MIN_BYTES = 64 * 1024  # a large frame's buffer starts here and doubles as its bytes arrive
+
+#: ``reserve(size)``: called with a frame's size before its body is read (may block).
+Reserve = Callable[[int], None]
 
 
 class FrameSizeError(ProtocolError):
@@ -69,8 +78,11 @@ class FrameReader:
         """Forget buffered bytes: they belonged to a socket that is gone."""
         self._start = self._end = 0
 
-    def read(self, recv_into: RecvInto) -> bytearray | None:
+    def read(self, recv_into: RecvInto, reserve: Reserve | None = None) -> bytearray | None:
         """The next frame without its size prefix; None if the stream ended between frames.
+
+        ``reserve(size)`` runs after the size is checked and before any of
+        the body is taken from the buffer or the socket.
 
         Raises :class:`FrameSizeError` for an impossible size and
         :class:`TruncatedFrame` for a stream that ends inside a frame; after
@@ -86,14 +98,15 @@ class FrameReader:
         size = int.from_bytes(self._buf[start:start + 4], "big", signed=True)
         if not self.min_size <= size <= self.max_size:
             raise FrameSizeError(size, self.min_size, self.max_size)
+        if reserve is not None:
+            reserve(size)
         start += 4
         have = min(size, self._end - start)
         self._start = start + have
         if have == size:
             return bytearray(self._view[start:start + size])
-        frame = bytearray(size)
-        frame[:have] = self._view[start:start + have]
-        self._recv_exactly(recv_into, memoryview(frame)[have:], size)
+        frame = bytearray(self._view[start:start + have])
+        self._recv_growing(recv_into, frame, size)
         return frame
 
     def _fill(self, recv_into: RecvInto) -> bool:
@@ -111,13 +124,26 @@ class FrameReader:
         return n > 0
 
     @staticmethod
-    def _recv_exactly(recv_into: RecvInto, view: memoryview, size: int) -> None:
-        got, total = 0, len(view)
-        while got < total:
-            n = recv_into(view[got:], total - got)
-            if n == 0:
-                raise TruncatedFrame(size - total + got, size)
-            got += n
+    def _recv_growing(recv_into: RecvInto, frame: bytearray, size: int) -> None:
+        """Receive the rest of a ``size``-byte frame into ``frame``, growing it as bytes arrive.
+
+        Each step at most doubles what has arrived, so the memory held is
+        under twice the received bytes (plus ``GROW_MIN_BYTES``), and the
+        copies that growing costs add up to less than the frame itself.
+        """
+        got = len(frame)
+        while got < size:
+            end = min(size, got + max(got, GROW_MIN_BYTES))
+            frame.extend(bytes(end - got))
+            view = memoryview(frame)
+            try:
+                while got < end:
+                    n = recv_into(view[got:end], end - got)
+                    if n == 0:
+                        raise TruncatedFrame(got, size)
+                    got += n
+            finally:
+                view.release()
 
 
 def send_all(sock: Any, data: bytes | bytearray | memoryview, deadline: float | None = None) -> None:

@@ -283,3 +283,66 @@ def test_connect_failure_is_a_connection_error():
     with pytest.raises(BrokerConnectionError) as err:
         BrokerConnection("127.0.0.1", port, "c", timeout_s=1).connect()
     assert isinstance(err.value, ConnectionError)
+
+
+# -- the request memory pool ------------------------------------------------------------
+
+def test_requests_past_the_memory_pool_wait_without_being_read():
+    """queued.max.request.bytes: a large frame whose size does not fit waits until a
+    request in flight has been answered; its connection reads nothing meanwhile.
+    Small frames (within a connection's own receive buffer) never wait."""
+    from kafka_ha.protocol.memory_pool import RequestMemoryPool
+
+    served = []
+
+    def handler(header, reader):
+        body = decode_request_body(header, reader)
+        served.append(body["key"][:1])
+        return {"error_code": 0, "node_id": 1, "host": "h", "port": 1}, 0
+
+    pool = RequestMemoryPool(30000)
+    srv = ProtocolServer("127.0.0.1", 0, handler, memory_pool=pool)
+    srv.start()
+    try:
+        with gevent.Timeout(5):
+            first = encode_request(K.FIND_COORDINATOR, 0, 1, "c", {"key": "a" * 20000})
+            second = encode_request(K.FIND_COORDINATOR, 0, 2, "c", {"key": "b" * 20000})
+            small = encode_request(K.FIND_COORDINATOR, 0, 3, "c", {"key": "c"})
+            a, b, c = raw_connect(srv), raw_connect(srv), raw_connect(srv)
+            a.sendall(first[:100])            # claims ~20 KB, sends a hundred bytes
+            gevent.sleep(0.05)
+            b.sendall(second)                 # whole, but does not fit beside a's
+            gevent.sleep(0.1)
+            assert served == [] and pool.in_use == len(first) - 4 and pool.waits == 1
+            c.sendall(small)
+            assert recv_frame(c)[:4] == i32(3)
+            a.sendall(first[100:])
+            assert recv_frame(a)[:4] == i32(1)
+            assert recv_frame(b)[:4] == i32(2)
+            assert served == ["c", "a", "b"]
+            c.close()
+            a.close()
+            b.close()
+            gevent.sleep(0.05)
+            assert pool.in_use == 0
+    finally:
+        srv.stop(timeout=0.2)
+
+
+def test_a_connection_closed_mid_frame_gives_its_reservation_back():
+    from kafka_ha.protocol.memory_pool import RequestMemoryPool
+
+    pool = RequestMemoryPool(10**6)
+    srv = ProtocolServer("127.0.0.1", 0, echo_handler, memory_pool=pool)
+    srv.start()
+    try:
+        with gevent.Timeout(5):
+            sock = raw_connect(srv)
+            sock.sendall(struct.pack(">i", 50000) + b"x" * 10)
+            gevent.sleep(0.05)
+            assert pool.in_use == 50000
+            sock.close()
+            gevent.sleep(0.1)
+            assert pool.in_use == 0
+    finally:
+        srv.stop(timeout=0.2)

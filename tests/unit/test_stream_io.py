@@ -148,3 +148,43 @@ def test_send_all_past_its_deadline_times_out():
     with pytest.raises(TimeoutError):
         send_all(sock, b"abcdef", time.monotonic() + 0.03)
     assert 0 < len(sock.out) < 6
+
+
+# -- memory per claimed frame ---------------------------------------------------------
+
+def test_a_claimed_size_is_not_allocated_before_its_bytes_arrive():
+    """A header claiming 50 MB followed by 10 bytes and EOF costs kilobytes, not 50 MB."""
+    import tracemalloc
+
+    claimed = 50 * 1024 * 1024
+    stream = Stream(struct.pack(">i", claimed) + b"x" * 10)
+    reader = FrameReader(1, 100 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TruncatedFrame):
+            reader.read(stream.recv_into)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024, peak
+
+
+def test_a_large_frame_arriving_in_pieces_is_whole_and_exact():
+    payload = bytes(range(256)) * 4000          # ~1 MB, larger than every growth step
+    stream = Stream(frame(payload) + frame(b"next"), chunks=[7, 70000, 3] + [123457] * 20)
+    reader = FrameReader(1, 10 * 1024 * 1024)
+    assert read_all(reader, stream) == [payload, b"next"]
+
+
+def test_the_reservation_callback_sees_each_size_before_the_body_is_read():
+    sizes = []
+    stream = Stream(frame(b"abc") + frame(b"z" * 40000))
+
+    def reserve(size):
+        sizes.append((size, stream.pos))
+
+    reader = FrameReader(1, 100000)
+    assert bytes(reader.read(stream.recv_into, reserve)) == b"abc"
+    assert bytes(reader.read(stream.recv_into, reserve)) == b"z" * 40000
+    # the 40000-byte body had not all been received when its size was reserved
+    assert sizes[0][0] == 3 and sizes[1][0] == 40000 and sizes[1][1] < 4 + 3 + 4 + 40000
