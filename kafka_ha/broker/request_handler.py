@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
 from kafka_ha.broker.data_plane import DataPlane
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
@@ -37,8 +38,10 @@ class RequestHandler:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
                  data_plane: DataPlane | None = None, group_offsets: GroupOffsets | None = None,
                  auto_create: Callable[[list[str]], None] | None = None,
-                 controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None) -> None:
+                 controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+                 controller_guard: ControllerRequestGuard | None = None) -> None:
         self.metadata = metadata
+        self._controller_guard = controller_guard
         self._auto_create = auto_create
         self.apis: dict[ApiKey, ApiHandler] = {
             ApiKey.API_VERSIONS: by_version(self._api_versions),
@@ -67,7 +70,16 @@ class RequestHandler:
         api = self.apis.get(header.api_key)
         if api is None:
             raise UnhandledApi(f"api key {int(header.api_key)} is not served by this broker")
-        response = api(decode_request_body(header, reader), header)
+        body = decode_request_body(header, reader)
+        if self._controller_guard is not None and header.api_key in CONTROLLER_APIS:
+            error = self._controller_guard.admit(header.api_key, body, header.correlation_id,
+                                                 header.api_version)
+            if error != ErrorCode.NONE:
+                refused: dict[str, Any] = {"error_code": error}
+                if header.api_key != ApiKey.UPDATE_METADATA:
+                    refused["partition_errors"] = []
+                return refused, header.api_version
+        response = api(body, header)
         return None if response is None else (response, header.api_version)
 
     def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
