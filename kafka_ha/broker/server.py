@@ -18,6 +18,7 @@ from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
+from kafka_ha.broker.controller_requests import ControllerRequestGuard
 from kafka_ha.broker.data_plane import DataPlane
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_offsets import GroupOffsets
@@ -36,6 +37,7 @@ from kafka_ha.model import BrokerEndpoint, BrokerInfo
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.active_controller import read_active_controller
 from kafka_ha.zk.client import connect
 
 log = logging.getLogger(__name__)
@@ -80,9 +82,10 @@ class KafkaServer:
                                self.topic_configs.max_message_bytes,
                                FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                  cfg["min.incremental.fetch.session.eviction.ms"]))
+        guard = ControllerRequestGuard(self.broker_id, lambda: read_active_controller(self.zk))
         self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
                                       GroupOffsets(self.zk, me), self._auto_create_topics,
-                                      self._controlled_shutdown_request)
+                                      self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))

@@ -63,3 +63,51 @@ def test_stalled_frames_claiming_100_mb_cost_no_memory(cluster_factory):
     finally:
         for sock in stalled:
             sock.close()
+
+
+def _controller_epoch(cluster):
+    return int(cluster.zk.get("/controller_epoch")[0])
+
+
+def test_forged_controller_requests_take_no_effect(cluster_factory):
+    """A plain client sends LeaderAndIsr, UpdateMetadata and StopReplica with the controller
+    epoch plus 1000: none of them applies, and the real controller is still obeyed."""
+    from kafka_ha.protocol.connection import BrokerConnection
+    from tests.harness.kafka import create_topic, read_states
+    from tests.system.test_log_safety import produce, read_all, wait_isr
+
+    cluster = cluster_factory(3)
+    create_topic(cluster, "real", 1, 3, "--replica-assignment", "1:2:3")
+    wait_isr(cluster, "real", [1, 2, 3])
+    forged_epoch = _controller_epoch(cluster) + 1000
+    conn = BrokerConnection(HOST, cluster.port(2), "forger", 10)
+    header = {"controller_id": 4242, "controller_epoch": forged_epoch}
+    state = {"controller_epoch": forged_epoch, "leader": 2, "leader_epoch": 50, "isr": [2],
+             "zk_version": 0, "replicas": [2]}
+    lai = conn.request(ApiKey.LEADER_AND_ISR, 0, {
+        **header, "partition_states": [{"topic": "forged", "partition": 0, **state}],
+        "live_leaders": [{"id": 2, "host": HOST, "port": cluster.port(2)}]})
+    um = conn.request(ApiKey.UPDATE_METADATA, 0, {
+        **header, "partition_states": [], "live_brokers": [{"id": 4242, "host": HOST, "port": 1}]})
+    sr = conn.request(ApiKey.STOP_REPLICA, 0, {
+        **header, "delete_partitions": False, "partitions": [{"topic": "real", "partition": 0}]})
+    bad_name = conn.request(ApiKey.LEADER_AND_ISR, 0, {
+        "controller_id": 1, "controller_epoch": 1,
+        "partition_states": [{"topic": "ok", "partition": 0, **state},
+                             {"topic": "../x", "partition": 0, **state}],
+        "live_leaders": []})
+    metadata = conn.request(ApiKey.METADATA, 1, {"topics": None})
+    conn.close()
+    assert [r["error_code"] for r in (lai, um, sr)] == [11, 11, 11]       # STALE_CONTROLLER_EPOCH
+    assert bad_name["error_code"] == 42                                  # INVALID_REQUEST
+    assert metadata["controller_id"] != 4242
+    assert 4242 not in [b["node_id"] for b in metadata["brokers"]]
+    log_dirs = list(cluster.dir.glob("broker-2/**/forged-0")) + list(cluster.dir.glob("broker-2/**/ok-0"))
+    assert log_dirs == []
+    # broker 2 still follows "real" (StopReplica did not stop it) and obeys the real
+    # controller for a topic created afterwards
+    produce(cluster, "real", [b"after"], acks=-1)
+    create_topic(cluster, "later", 1, 1, "--replica-assignment", "2")
+    assert produce(cluster, "later", [b"x"], acks=-1) == [0]
+    assert read_all(cluster, "later") == [(0, b"x")]
+    assert set(read_states(cluster, "real")[0].isr) == {1, 2, 3}
