@@ -134,6 +134,14 @@ KEYS: tuple[Key, ...] = (
     Key("queued.max.request.bytes", _int, 104857600,
         "bytes of requests being read or served at once, over all connections; past it, "
         "connections stop reading until memory is released; -1 is no bound", -1),
+    Key("connections.max.idle.ms", _int, 600000,
+        "close a connection that has sent nothing for this long", 1),
+    # Not a Kafka key: Kafka bounds a slow request only by the idle timeout.
+    Key("socket.request.read.timeout.ms", _int, 30000,
+        "a request must arrive whole within this time of its size prefix, or its "
+        "connection is closed", 1),
+    Key("max.connections.per.ip", _int, 2147483647,
+        "connections accepted from one address; more are closed at once", 1),
     Key("message.max.bytes", _int, 1000012, "largest record batch accepted", MIN_ENTRY_BYTES),
     Key("log.segment.bytes", _int, 1073741824, "segment size before rolling", MIN_ENTRY_BYTES),
     Key("log.retention.hours", _int, 168, "time-based retention", -1),

@@ -72,7 +72,10 @@ class KafkaServer:
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),
-                                       RequestMemoryPool(cfg["queued.max.request.bytes"]))
+                                       RequestMemoryPool(cfg["queued.max.request.bytes"]),
+                                       idle_timeout_s=cfg["connections.max.idle.ms"] / 1000,
+                                       request_read_timeout_s=cfg["socket.request.read.timeout.ms"] / 1000,
+                                       max_connections_per_ip=cfg["max.connections.per.ip"])
         self.listener.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
+from collections import Counter
 from typing import Any, Callable, Optional
 
 from gevent.server import StreamServer
@@ -53,10 +55,21 @@ class ProtocolServer:
     def __init__(self, host: str, port: int, handler: Handler,
                  max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  logger: logging.Logger | None = None,
-                 memory_pool: RequestMemoryPool | None = None) -> None:
+                 memory_pool: RequestMemoryPool | None = None,
+                 idle_timeout_s: float | None = None,
+                 request_read_timeout_s: float | None = None,
+                 max_connections_per_ip: int | None = None) -> None:
         self.handler = handler
         self.max_request_bytes = max_request_bytes
         self.memory_pool = memory_pool or RequestMemoryPool(-1)
+        # connections.max.idle.ms: a connection that sends nothing for this long is
+        # closed.  A request whose size has arrived must arrive whole within the
+        # (shorter) read timeout, so a client cannot hold a pool reservation, or a
+        # connection, by trickling a frame.  None means no limit.
+        self.idle_timeout_s = idle_timeout_s
+        self.request_read_timeout_s = request_read_timeout_s
+        self.max_connections_per_ip = max_connections_per_ip
+        self._connections_per_ip: Counter[str] = Counter()
         self.log = logger or logging.getLogger(__name__)
         self._server = StreamServer((host, port), self._serve_connection)
 
@@ -77,13 +90,31 @@ class ProtocolServer:
     # -- one connection -------------------------------------------------------
 
     def _serve_connection(self, sock: Any, address: tuple) -> None:
-        peer = f"{address[0]}:{address[1]}"
+        peer, ip = f"{address[0]}:{address[1]}", address[0]
+        limit = self.max_connections_per_ip
+        if limit is not None and self._connections_per_ip[ip] >= limit:
+            self.log.warning("closing connection from %s: %d connections from %s already "
+                             "(max.connections.per.ip)", peer, limit, ip)
+            sock.close()
+            return
+        self._connections_per_ip[ip] += 1
+        deadline: list[float | None] = [None]   # set while a frame's body is being read
         try:
             # As Kafka's acceptor does: a response must not wait for the ACK
             # of the previous one (Nagle), or small answers stall by tens of ms.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self.idle_timeout_s)
             reader = FrameReader(1, self.max_request_bytes)
             reserved = [0]
+
+            def recv_into(view: memoryview, nbytes: int) -> int:
+                if deadline[0] is not None:
+                    remaining = deadline[0] - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError("request read timeout")
+                    sock.settimeout(remaining if self.idle_timeout_s is None
+                                    else min(remaining, self.idle_timeout_s))
+                return sock.recv_into(view, nbytes)
 
             def reserve(size: int) -> None:
                 # A frame that fits the connection's receive buffer costs no more
@@ -93,12 +124,17 @@ class ProtocolServer:
                 if size > BUFFER_BYTES:
                     self.memory_pool.acquire(size)
                     reserved[0] = size
+                if self.request_read_timeout_s is not None:
+                    deadline[0] = time.monotonic() + self.request_read_timeout_s
 
             while True:
                 try:
-                    frame = self._read_frame(reader, sock, peer, reserve)
+                    frame = self._read_frame(reader, recv_into, peer, reserve)
                     if frame is None:
                         return
+                    if deadline[0] is not None:
+                        deadline[0] = None
+                        sock.settimeout(self.idle_timeout_s)
                     self._dispatch(sock, peer, frame)
                 finally:
                     if reserved[0]:
@@ -106,19 +142,29 @@ class ProtocolServer:
                         reserved[0] = 0
         except _CloseConnection:
             pass
+        except TimeoutError:
+            if deadline[0] is not None:
+                self.log.info("closing connection from %s: a request did not arrive whole "
+                              "within %.0f ms", peer, self.request_read_timeout_s * 1000)
+            else:
+                self.log.debug("closing connection from %s: idle for %.0f ms", peer,
+                               (self.idle_timeout_s or 0) * 1000)
         except OSError as exc:
             # Resets and broken pipes are routine client behaviour.
             self.log.debug("connection from %s failed: %s", peer, exc)
         finally:
             sock.close()
+            self._connections_per_ip[ip] -= 1
+            if not self._connections_per_ip[ip]:
+                del self._connections_per_ip[ip]
 
-    def _read_frame(self, reader: FrameReader, sock: Any, peer: str,
+    def _read_frame(self, reader: FrameReader, recv_into, peer: str,
                     reserve) -> bytearray | None:
         """The next frame without its size prefix, or None on a clean EOF."""
         try:
             # The size is checked, then reserved in the pool, before anything
             # is allocated for the body.
-            return reader.read(sock.recv_into, reserve)
+            return reader.read(recv_into, reserve)
         except FrameSizeError as exc:
             self.log.warning("closing connection from %s: invalid request size %d "
                              "(allowed 1..%d)", peer, exc.size, self.max_request_bytes)

@@ -111,3 +111,34 @@ def test_forged_controller_requests_take_no_effect(cluster_factory):
     assert produce(cluster, "later", [b"x"], acks=-1) == [0]
     assert read_all(cluster, "later") == [(0, b"x")]
     assert set(read_states(cluster, "real")[0].isr) == {1, 2, 3}
+
+
+def test_half_sent_frames_are_closed_and_connections_per_address_are_bounded(cluster_factory):
+    cluster = cluster_factory(brokers=1, overrides={"socket.request.read.timeout.ms": 500,
+                                                    "max.connections.per.ip": 60})
+    port = cluster.port(1)
+    half_sent = []
+    try:
+        for _ in range(50):
+            sock = socket.create_connection((HOST, port), timeout=30)
+            sock.sendall(struct.pack(">i", 1000) + b"half")
+            half_sent.append(sock)
+        for sock in half_sent:       # each one is closed by the broker, none is served
+            try:
+                assert sock.recv(1) == b""
+            except ConnectionResetError:
+                pass
+        extra = [socket.create_connection((HOST, port), timeout=30) for _ in range(61)]
+        try:
+            for sock in extra[60:]:
+                try:
+                    assert sock.recv(1) == b""
+                except ConnectionResetError:
+                    pass
+        finally:
+            for sock in extra:
+                sock.close()
+        assert api_versions(port)["error_code"] == 0
+    finally:
+        for sock in half_sent:
+            sock.close()

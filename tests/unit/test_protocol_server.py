@@ -346,3 +346,75 @@ def test_a_connection_closed_mid_frame_gives_its_reservation_back():
             assert pool.in_use == 0
     finally:
         srv.stop(timeout=0.2)
+
+
+# -- idle connections, unfinished requests, connections per address --------------------
+
+def _limited_server(**limits):
+    srv = ProtocolServer("127.0.0.1", 0, echo_handler,
+                         logger=logging.getLogger("test.protocol.server"), **limits)
+    srv.start()
+    return srv
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle():
+    srv = _limited_server(idle_timeout_s=0.2)
+    try:
+        with gevent.Timeout(5):
+            sock = raw_connect(srv)
+            sock.settimeout(3)
+            sock.sendall(encode_request(K.API_VERSIONS, 0, 1, "c", {}))
+            recv_frame(sock)                       # served, then nothing more is sent
+            assert_closed_by_peer(sock)
+    finally:
+        srv.stop(timeout=0.2)
+
+
+def test_a_request_that_never_finishes_arriving_is_dropped_before_the_idle_limit():
+    srv = _limited_server(idle_timeout_s=60, request_read_timeout_s=0.2)
+    try:
+        with gevent.Timeout(5):
+            sock = raw_connect(srv)
+            sock.settimeout(3)
+            sock.sendall(struct.pack(">i", 100) + b"half")
+            assert_closed_by_peer(sock)
+    finally:
+        srv.stop(timeout=0.2)
+
+
+def test_a_slow_but_steady_request_is_not_an_idle_connection():
+    srv = _limited_server(idle_timeout_s=0.3, request_read_timeout_s=5)
+    try:
+        with gevent.Timeout(5):
+            sock = raw_connect(srv)
+            sock.settimeout(3)
+            frame_ = encode_request(K.API_VERSIONS, 0, 1, "c", {})
+            for i in range(len(frame_)):            # byte by byte, each gap under the idle limit
+                sock.sendall(frame_[i:i + 1])
+                gevent.sleep(0.02)
+            assert recv_frame(sock)[:4] == i32(1)
+            sock.close()
+    finally:
+        srv.stop(timeout=0.2)
+
+
+def test_connections_past_the_per_address_limit_are_closed_at_once(caplog):
+    srv = _limited_server(max_connections_per_ip=2)
+    try:
+        with gevent.Timeout(5):
+            a, b = raw_connect(srv), raw_connect(srv)
+            for s in (a, b):
+                s.sendall(encode_request(K.API_VERSIONS, 0, 1, "c", {}))
+                assert recv_frame(s)[:4] == i32(1)
+            c = raw_connect(srv)
+            c.settimeout(3)
+            assert_closed_by_peer(c)
+            a.close()
+            gevent.sleep(0.05)
+            d = raw_connect(srv)                    # a's slot is free again
+            d.sendall(encode_request(K.API_VERSIONS, 0, 2, "c", {}))
+            assert recv_frame(d)[:4] == i32(2)
+            for s in (b, c, d):
+                s.close()
+    finally:
+        srv.stop(timeout=0.2)
