@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from kafka_ha.broker.log_flood_guard import FloodGuard
 from kafka_ha.state_change_log import LOGGER_NAME, PrefixEachLine
 
 FORMAT = "[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)"
@@ -28,10 +29,12 @@ def log_dir_for(config_path: str) -> Path:
 def configure(log_dir: Path, level: int = logging.INFO) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     formatter = PrefixEachLine(FORMAT, DATEFMT)
+    guard = FloodGuard()   # one for every handler: a record is judged once
 
     def handler(name: str) -> logging.Handler:
         h = logging.FileHandler(log_dir / name, encoding="utf-8")
         h.setFormatter(formatter)
+        h.addFilter(guard)
         return h
 
     root = logging.getLogger()
@@ -40,6 +43,7 @@ def configure(log_dir: Path, level: int = logging.INFO) -> None:
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(formatter)
     console.setLevel(logging.WARNING)
+    console.addFilter(guard)
     root.addHandler(console)
     for logger_name, file_name in ROUTES.items():
         logger = logging.getLogger(logger_name)
