@@ -187,8 +187,7 @@ class DataPlane:
             response["error_code"], response["session_id"] = error, session_id
         return response
 
-    @staticmethod
-    def _down_convert(entries: list, wanted: list, to_magic: int, max_total: int) -> None:
+    def _down_convert(self, entries: list, wanted: list, to_magic: int, max_total: int) -> None:
         """Rewrite each partition's records for a reader of ``to_magic`` (see records.down_convert).
 
         Legacy entries are larger than v2 records, so the converted data of a
@@ -197,6 +196,9 @@ class DataPlane:
         is left of ``max_bytes`` after the partitions before it.  It is never
         cut below the stored size that was read (which the limits already
         allowed), and its first entry is always sent, so the reader progresses.
+        A compressed batch is inflated no further than the larger of that limit
+        and the topic's max.message.bytes (what the leader let in): a larger one
+        is an error for that partition, not a gigabyte of memory.
         """
         total = 0
         for (tp, entry), (_, offset, partition_max) in zip(entries, wanted):
@@ -205,7 +207,9 @@ class DataPlane:
                 continue
             limit = max(len(data), min(partition_max, max_total - total))
             try:
-                entry["records"] = down_convert(data, to_magic, offset, max_bytes=limit)
+                entry["records"] = down_convert(
+                    data, to_magic, offset, max_bytes=limit,
+                    max_inflate=max(limit, self._max_message_bytes(tp.topic)))
             except RecordsError as e:
                 log.warning("Cannot down-convert %s from offset %d to magic %d: %s", tp, offset, to_magic, e)
                 entry["error_code"], entry["records"] = e.code, b""

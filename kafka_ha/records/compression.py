@@ -4,7 +4,15 @@ gzip uses the standard library.  snappy, lz4 and zstd are optional: they come
 from ``cramjam`` when installed, else from ``python-snappy`` / ``lz4`` /
 ``zstandard``; a codec whose library is absent raises
 :class:`UnsupportedCompressionError` (UNSUPPORTED_COMPRESSION_TYPE), as does
-an unknown codec id.  Framing quirks handled here (wire-protocol.md §10):
+an unknown codec id.
+
+Decompression takes a ``max_bytes`` bound and stops there with
+:class:`RecordTooLargeError` instead of inflating a bomb (1 MB of gzip can
+hold 1 GB of zeros): gzip is inflated in steps, snappy states its length up
+front, lz4 and zstd decompress into a buffer that grows (by four, from a few
+times the input) up to the bound and no further.
+
+Framing quirks handled here (Kafka's producers and consumers):
 
 - snappy: Java clients and kafka-python write *xerial* framing, librdkafka raw
   snappy; decoding accepts both, encoding writes xerial like the Java client.
@@ -24,7 +32,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from .errors import CorruptRecordError, UnsupportedCompressionError
+from .errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
 from .format import CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD, MAGIC_V0
 
 try:
@@ -112,46 +120,103 @@ def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
     return frame
 
 
-def decompress(codec: int, data, magic: int = 2) -> bytes:
-    """Inverse of :func:`compress`; garbage raises :class:`CorruptRecordError`."""
+def decompress(codec: int, data, magic: int = 2, max_bytes: int | None = None) -> bytes:
+    """Inverse of :func:`compress`; garbage raises :class:`CorruptRecordError`, and more
+    than ``max_bytes`` of output :class:`RecordTooLargeError` (before it is all made)."""
     if codec == CODEC_NONE:
         return bytes(data)
     try:
         if codec == CODEC_GZIP:
-            return _gunzip(data)
+            return _gunzip(data, max_bytes)
         raw_decompress = _backend(codec)[1]
         if codec == CODEC_SNAPPY:
-            return _unsnappy(bytes(data), raw_decompress)
+            return _unsnappy(bytes(data), raw_decompress, max_bytes)
         if codec == CODEC_LZ4 and magic == MAGIC_V0:
             data = _lz4_fix_header_checksum(bytes(data))
+        if max_bytes is not None:
+            return _bounded(codec, bytes(data), raw_decompress, max_bytes)
         return raw_decompress(bytes(data))
-    except UnsupportedCompressionError:
+    except (UnsupportedCompressionError, RecordTooLargeError):
         raise
     except Exception as exc:  # each library has its own error types
         raise CorruptRecordError(f"cannot decompress {CODEC_NAMES[codec]} payload: {exc}") from exc
 
 
-def _gunzip(data) -> bytes:
+def _too_large(codec: int, max_bytes: int) -> RecordTooLargeError:
+    return RecordTooLargeError(f"{CODEC_NAMES[codec]} payload inflates to more than {max_bytes} bytes")
+
+
+def _bounded(codec: int, data: bytes, raw_decompress, max_bytes: int) -> bytes:
+    """lz4 or zstd output of at most ``max_bytes``, without making more."""
+    module = None
+    if _cramjam is not None:
+        module = _cramjam.lz4 if codec == CODEC_LZ4 else _cramjam.zstd
+    if module is None:   # the fallback libraries: inflate, then judge
+        out = raw_decompress(data)
+        if len(out) > max_bytes:
+            raise _too_large(codec, max_bytes)
+        return out
+    size = min(max_bytes + 1, max(64 * 1024, 4 * len(data)))
+    while True:
+        buffer = bytearray(size)
+        try:
+            n = module.decompress_into(data, buffer)
+        except _cramjam.DecompressionError as exc:
+            # cramjam reports a full output buffer and bad input alike; a full
+            # buffer says "failed to write whole buffer".
+            if "whole buffer" not in str(exc):
+                raise
+            if size > max_bytes:
+                raise _too_large(codec, max_bytes) from None
+            size = min(max_bytes + 1, size * 4)
+            continue
+        if n > max_bytes:
+            raise _too_large(codec, max_bytes)
+        del buffer[n:]
+        return bytes(buffer)
+
+
+def _gunzip(data, max_bytes: int | None = None) -> bytes:
     # Loop over members: a gzip file may be several concatenated streams.
-    out, rest = [], bytes(data)
+    out, rest, total = [], bytes(data), 0
     while rest:
         d = zlib.decompressobj(31)
-        out.append(d.decompress(rest))
+        while True:
+            limit = 0 if max_bytes is None else max_bytes + 1 - total
+            chunk = d.decompress(rest, limit)
+            out.append(chunk)
+            total += len(chunk)
+            if max_bytes is not None and total > max_bytes:
+                raise _too_large(CODEC_GZIP, max_bytes)
+            rest = d.unconsumed_tail
+            if not rest or d.eof:
+                break
         if not d.eof:
             raise CorruptRecordError("truncated gzip payload")
         rest = d.unused_data
     return b"".join(out)
 
 
-def _unsnappy(data: bytes, raw_decompress) -> bytes:
+def _unsnappy(data: bytes, raw_decompress, max_bytes: int | None = None) -> bytes:
+    def block(raw: bytes, made: int) -> bytes:
+        # Raw snappy states its decompressed length first: judge it before inflating.
+        if max_bytes is not None and _cramjam is not None and \
+                made + _cramjam.snappy.decompress_raw_len(raw) > max_bytes:
+            raise _too_large(CODEC_SNAPPY, max_bytes)
+        out = raw_decompress(raw)
+        if max_bytes is not None and made + len(out) > max_bytes:
+            raise _too_large(CODEC_SNAPPY, max_bytes)
+        return out
+
     if not data.startswith(XERIAL_HEADER):
-        return raw_decompress(data)                       # librdkafka: raw snappy
-    out, pos = [], len(_XERIAL_PREAMBLE)
+        return block(data, 0)                             # librdkafka: raw snappy
+    out, pos, made = [], len(_XERIAL_PREAMBLE), 0
     while pos < len(data):
         (length,) = _I32.unpack_from(data, pos)
         if length < 0 or pos + 4 + length > len(data):
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(raw_decompress(data[pos + 4:pos + 4 + length]))
+        out.append(block(data[pos + 4:pos + 4 + length], made))
+        made += len(out[-1])
         pos += 4 + length
     return b"".join(out)
 

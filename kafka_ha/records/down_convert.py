@@ -77,8 +77,11 @@ def magic_for_fetch_version(version: int) -> int:
 
 
 def down_convert(buf, to_magic: int, fetch_offset: int = 0, max_bytes: int | None = None,
-                 check_crc: bool = True):
+                 check_crc: bool = True, max_inflate: int | None = None):
     """``buf`` with every entry above ``to_magic`` rewritten in ``to_magic``.
+
+    A compressed entry holding more than ``max_inflate`` bytes raises
+    RecordTooLargeError instead of being inflated (a stored bomb costs no memory).
 
     Returns ``buf`` itself when there is nothing to convert (no entry above
     ``to_magic``, or no whole entry at all), else new ``bytes``.  With
@@ -98,7 +101,7 @@ def down_convert(buf, to_magic: int, fetch_offset: int = 0, max_bytes: int | Non
         if entry.magic <= to_magic:
             pieces: Iterator = iter((view[entry.position:entry.end],))
         else:
-            pieces = _convert_entry(view, entry, to_magic, fetch_offset, check_crc)
+            pieces = _convert_entry(view, entry, to_magic, fetch_offset, check_crc, max_inflate)
         for piece in pieces:
             if out and size + len(piece) > limit:
                 return b"".join(out)
@@ -108,7 +111,7 @@ def down_convert(buf, to_magic: int, fetch_offset: int = 0, max_bytes: int | Non
 
 
 def _convert_entry(view, entry: Entry, to_magic: int, fetch_offset: int,
-                   check_crc: bool) -> Iterator[bytes]:
+                   check_crc: bool, max_inflate: int | None) -> Iterator[bytes]:
     """The legacy entries replacing one entry (lazily, so a full answer stops converting)."""
     if entry.magic == MAGIC_V2 and entry.attributes & CONTROL_MASK:
         return
@@ -119,7 +122,7 @@ def _convert_entry(view, entry: Entry, to_magic: int, fetch_offset: int,
             f"cannot carry")
     stamped = to_magic == MAGIC_V1
     records = decode_records(view[entry.position:entry.end],
-                             fetch_offset if codec == CODEC_NONE else 0, check_crc)
+                             fetch_offset if codec == CODEC_NONE else 0, check_crc, max_inflate)
     if codec == CODEC_NONE:
         for r in records:
             if stamped:

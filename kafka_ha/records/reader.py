@@ -32,11 +32,14 @@ class DecodedRecord(NamedTuple):
     headers: tuple = ()            # ((str, bytes | None), ...)
 
 
-def decode_records(buf, min_offset: int = 0, check_crc: bool = True) -> Iterator[DecodedRecord]:
+def decode_records(buf, min_offset: int = 0, check_crc: bool = True,
+                   max_inflate: int | None = None) -> Iterator[DecodedRecord]:
     """Every record of ``buf`` with offset >= ``min_offset``, in log order.
 
     Control batches (transaction markers) are skipped.  With ``check_crc``
-    a corrupt entry raises :class:`CorruptRecordError`.
+    a corrupt entry raises :class:`CorruptRecordError`; a compressed entry
+    holding more than ``max_inflate`` bytes raises :class:`RecordTooLargeError`
+    before it is inflated past that.
     """
     view = memoryview(buf)
     for entry in iter_entries(view):
@@ -45,11 +48,11 @@ def decode_records(buf, min_offset: int = 0, check_crc: bool = True) -> Iterator
         if check_crc:
             validate_entry(view, entry)
         if entry.magic == MAGIC_V2:
-            records = _decode_v2(view, entry)
+            records = _decode_v2(view, entry, max_inflate)
         elif entry.codec == CODEC_NONE:
             records = iter((_decode_legacy(view, entry, entry.last_offset, None),))
         else:
-            records = _decode_legacy_wrapper(view, entry)
+            records = _decode_legacy_wrapper(view, entry, max_inflate)
         for record in records:
             if record.offset >= min_offset:
                 yield record
@@ -63,13 +66,14 @@ def _nbytes(buf, pos: int, length: int) -> tuple[bytes | None, int]:
     return buf[pos:pos + length], pos + length
 
 
-def _decode_v2(view, entry: Entry) -> Iterator[DecodedRecord]:
+def _decode_v2(view, entry: Entry, max_inflate: int | None = None) -> Iterator[DecodedRecord]:
     if entry.attributes & CONTROL_MASK:
         return
     (base, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = V2_HEADER.unpack_from(view, entry.position)
     ts_type = LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
     # bytes (decompress copies even uncompressed data): slices of it are the keys and values.
-    body = decompress(entry.codec, view[entry.position + V2_HEADER_SIZE:entry.end])
+    body = decompress(entry.codec, view[entry.position + V2_HEADER_SIZE:entry.end],
+                      max_bytes=max_inflate)
     pos = 0
     for _ in range(count):
         length, pos = decode_varint(body, pos)
@@ -108,8 +112,9 @@ def _decode_legacy(view, entry: Entry, offset: int, wrapper: Entry | None) -> De
     return DecodedRecord(offset, entry.max_timestamp, ts_type, key, value)
 
 
-def _decode_legacy_wrapper(view, wrapper: Entry) -> Iterator[DecodedRecord]:
-    inner, entries = inner_entries(view, wrapper)
+def _decode_legacy_wrapper(view, wrapper: Entry, max_inflate: int | None = None
+                           ) -> Iterator[DecodedRecord]:
+    inner, entries = inner_entries(view, wrapper, max_inflate)
     inner_view = memoryview(inner)
     # magic 1 inner offsets are relative: absolute = wrapper - last_relative + relative.
     shift = wrapper.last_offset - entries[-1].last_offset if wrapper.magic == MAGIC_V1 else 0

@@ -13,7 +13,10 @@ magic 1, compressed decompress only to count n; wrapper offset = absolute last o
 magic 2             baseOffset and partitionLeaderEpoch in place (outside the CRC)
 ==================  ===============================================================
 
-Every entry's CRC is checked first; nothing is returned unless all pass.
+Every entry's CRC is checked first; nothing is returned unless all pass.  The
+records inside each v2 batch are then walked (``v2_check``), decompressing a
+compressed batch no further than ``max.message.bytes``: a CRC proves only that
+the bytes are the producer's, not that its counts and lengths are true.
 :func:`validate_follower_records` is the follower's path: offsets are already
 assigned, so only CRCs and contiguity are checked.
 
@@ -33,8 +36,9 @@ from .compression import compress, decompress
 from .errors import CorruptRecordError, OffsetMismatchError, RecordTooLargeError, UnsupportedCompressionError
 from .format import (CODEC_MASK, CODEC_NAMES, CODEC_NONE, CODEC_ZSTD, CONTROL_MASK,
                      MAGIC_V1, MAGIC_V2, OFFSET_FIELD, PARTITION_LEADER_EPOCH_OFFSET,
-                     TIMESTAMP_TYPE_MASK, V2_EPOCH)
+                     TIMESTAMP_TYPE_MASK, V2_EPOCH, V2_HEADER_SIZE)
 from .shallow import Entry, iter_entries, legacy_key_value_bounds, validate_entry
+from .v2_check import check_v2_records
 
 
 class Assigned(NamedTuple):
@@ -96,18 +100,26 @@ def assign_offsets(records, next_offset: int, leader_epoch: int, max_batch_bytes
     for entry in entries:
         _check_codec(entry, allow_zstd)
         if entry.magic == MAGIC_V2:
+            _check_v2_batch(buf, entry, max_batch_bytes)
             plan.append((entry, None, offset))
             n, ts = entry.record_count, entry.max_timestamp
         elif entry.codec == CODEC_NONE:
             plan.append((entry, None, offset))
             n, ts = 1, entry.max_timestamp
         else:
-            replacement, n, ts = _assign_legacy_compressed(buf, entry, offset)
+            replacement, n, ts = _assign_legacy_compressed(buf, entry, offset, max_batch_bytes)
             plan.append((entry, replacement, None if replacement else offset + n - 1))
         offset += n
         count += n
         max_ts = max(max_ts, ts)
     return Assigned(_apply(buf, plan, leader_epoch), next_offset, offset - 1, count, max_ts, len(entries))
+
+
+def _check_v2_batch(buf, entry: Entry, max_batch_bytes: int) -> None:
+    records = buf[entry.position + V2_HEADER_SIZE:entry.end]
+    if entry.codec != CODEC_NONE:
+        records = decompress(entry.codec, records, MAGIC_V2, max_bytes=max_batch_bytes)
+    check_v2_records(records, entry.record_count, f"batch at position {entry.position}")
 
 
 def _apply(buf, plan, leader_epoch: int) -> bytearray:
@@ -128,12 +140,14 @@ def _apply(buf, plan, leader_epoch: int) -> bytearray:
     return out
 
 
-def inner_entries(buf, wrapper: Entry) -> tuple[bytes, list[Entry]]:
-    """Decompress a magic 0/1 wrapper: ``(inner_buffer, inner_entries)``, all CRC-checked."""
+def inner_entries(buf, wrapper: Entry, max_bytes: int | None = None) -> tuple[bytes, list[Entry]]:
+    """Decompress a magic 0/1 wrapper: ``(inner_buffer, inner_entries)``, all CRC-checked;
+    more than ``max_bytes`` inside raises :class:`RecordTooLargeError`."""
     _, _, value_start, value_len = legacy_key_value_bounds(buf, wrapper)
     if value_len < 0:
         raise CorruptRecordError(f"compressed wrapper at position {wrapper.position} has a null value")
-    inner = decompress(wrapper.codec, buf[value_start:value_start + value_len], wrapper.magic)
+    inner = decompress(wrapper.codec, buf[value_start:value_start + value_len], wrapper.magic,
+                       max_bytes=max_bytes)
     entries = _checked_entries(inner, None)
     if not entries:
         raise CorruptRecordError(f"compressed wrapper at position {wrapper.position} is empty")
@@ -145,9 +159,9 @@ def inner_entries(buf, wrapper: Entry) -> tuple[bytes, list[Entry]]:
     return inner, entries
 
 
-def _assign_legacy_compressed(buf, wrapper: Entry, next_offset: int):
+def _assign_legacy_compressed(buf, wrapper: Entry, next_offset: int, max_bytes: int):
     """``(replacement wrapper or None, n, max_timestamp)`` for a magic 0/1 wrapper."""
-    inner, entries = inner_entries(buf, wrapper)
+    inner, entries = inner_entries(buf, wrapper, max_bytes)
     n = len(entries)
     max_ts = max(e.max_timestamp for e in entries)
     if wrapper.magic == MAGIC_V1:

@@ -142,3 +142,35 @@ def test_half_sent_frames_are_closed_and_connections_per_address_are_bounded(clu
     finally:
         for sock in half_sent:
             sock.close()
+
+
+def test_lying_batches_and_bombs_are_refused_and_nothing_is_stored(cluster_factory):
+    from kafka_ha.protocol.connection import BrokerConnection
+    from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record
+    from tests.harness.kafka import create_topic
+    from tests.system.test_log_safety import produce, read_all
+
+    cluster = cluster_factory(brokers=1)
+    create_topic(cluster, "lies", 1, 1)
+    pid = cluster.broker_pid(1)
+    conn = BrokerConnection(HOST, cluster.port(1), "liar", 30)
+
+    def produce_raw(batch):
+        response = conn.request(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "lies", "partition_data": [{"index": 0, "records": batch}]}]})
+        return response["responses"][0]["partition_responses"][0]["error_code"]
+
+    two = b"".join(encode_v2_record(Record(b"k", b"v"), i, 0) for i in range(2))
+    zeros = b"".join(encode_v2_record(Record(None, bytes(1000)), i, 0) for i in range(20000))
+    before = rss_bytes(pid)
+    errors = {
+        "count 2^31-1": produce_raw(assemble_v2_batch(two, 2**31 - 1, 1000, 1000)),
+        "garbage": produce_raw(assemble_v2_batch(b"\x99" * 64, 1, 1000, 1000)),
+        "gzip bomb": produce_raw(assemble_v2_batch(zeros, 20000, 1000, 1000, "gzip")),
+    }
+    grown = rss_bytes(pid) - before
+    conn.close()
+    assert errors == {"count 2^31-1": 2, "garbage": 2, "gzip bomb": 10}   # CORRUPT_MESSAGE, MESSAGE_TOO_LARGE
+    assert grown < 64 * MB, f"broker grew by {grown / MB:.0f} MB"
+    assert produce(cluster, "lies", [b"honest"], acks=1) == [0]         # nothing was stored before it
+    assert read_all(cluster, "lies") == [(0, b"honest")]
