@@ -163,11 +163,16 @@ class Partition:
     # ---- leader: follower fetches ------------------------------------------
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> None:
-        """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR."""
+        """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR.
+
+        A fetch outside the log (answered OFFSET_OUT_OF_RANGE) changes nothing.
+        """
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return
-        replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now)
+        if not replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now,
+                                             self.log.log_start_offset):
+            return
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):
             self.joining.add(replica_id)

@@ -21,17 +21,29 @@ class FollowerState:
     last_fetch_ms: int = 0
 
 
-def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int,
+                      log_start_offset: int = 0) -> bool:
     """Record a follower's fetch at ``fetch_offset`` (its LEO) while the leader is at ``leader_leo``.
 
+    Only an offset the leader can read from, ``log_start_offset <= fetch_offset <= leader_leo``,
+    is the follower's position (Kafka updates a follower's state only after a successful
+    read).  Any other fetch is answered OFFSET_OUT_OF_RANGE and says nothing about what
+    the follower holds: one that followed another leader further, or asks for an offset
+    its truncation has not reached yet, must not count as caught up, or it could rejoin
+    the ISR and the HW pass records it does not have.  Returns whether it was recorded.
+
     >>> s = FollowerState()
-    >>> on_follower_fetch(s, 5, 10, now_ms=1000); s.last_caught_up_ms
-    0
-    >>> on_follower_fetch(s, 10, 12, now_ms=1500); s.last_caught_up_ms   # caught up as of 1000
-    1000
-    >>> on_follower_fetch(s, 12, 12, now_ms=1700); s.last_caught_up_ms
-    1700
+    >>> on_follower_fetch(s, 5, 10, now_ms=1000), s.last_caught_up_ms
+    (True, 0)
+    >>> on_follower_fetch(s, 10, 12, now_ms=1500), s.last_caught_up_ms   # caught up as of 1000
+    (True, 1000)
+    >>> on_follower_fetch(s, 12, 12, now_ms=1700), s.last_caught_up_ms
+    (True, 1700)
+    >>> on_follower_fetch(s, 40, 12, now_ms=1900), s.log_end_offset, s.last_caught_up_ms
+    (False, 12, 1700)
     """
+    if not log_start_offset <= fetch_offset <= leader_leo:
+        return False
     if fetch_offset >= leader_leo:
         state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
     elif fetch_offset >= state.last_fetch_leader_leo >= 0:
@@ -39,6 +51,7 @@ def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, 
     state.log_end_offset = fetch_offset
     state.last_fetch_leader_leo = leader_leo
     state.last_fetch_ms = now_ms
+    return True
 
 
 def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
