@@ -135,6 +135,9 @@ class Partition:
     def wait_for_acks(self, appended: AppendResult, timeout_s: float) -> int:
         """acks=-1: wait until the HW passes the appended offsets; returns an error code.
 
+        The wait wakes whenever the HW or the ISR changes (``set_isr`` notifies), so a
+        shrink below min.insync.replicas is answered at once.
+
         If the log was truncated meanwhile (this broker followed another leader
         for a moment, even if it leads again now), the offsets may hold other
         data: the append is not acknowledged.
@@ -144,10 +147,10 @@ class Partition:
         while True:
             if not self.is_leader or self.truncations != appended.truncations:
                 return ErrorCode.NOT_LEADER_FOR_PARTITION
-            if self.high_watermark > required_offset:
-                if len(self.isr) < self._min_isr():
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
+            answer = replication.acks_all_answer(self.high_watermark, required_offset, len(self.isr),
+                                                 self._min_isr())
+            if answer is not None:
+                return answer
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
@@ -228,6 +231,11 @@ class Partition:
                             self.zk_version)
 
     # ---- high watermark ------------------------------------------------------
+
+    def latest_offset_known(self) -> bool:
+        """Whether the HW can be answered as the latest offset (ListOffsets); see replication."""
+        return replication.latest_offset_known(self.high_watermark, self.leader_epoch_start_offset,
+                                               len(self.isr), self._min_isr())
 
     def _maybe_advance_hw(self) -> bool:
         maximal_isr = self.isr + tuple(r for r in self.joining if r not in self.isr)

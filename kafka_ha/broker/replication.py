@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafka_ha.protocol.errors import ErrorCode
+
 
 @dataclass(slots=True)
 class FollowerState:
@@ -73,6 +75,40 @@ def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], l
     leos = [leader_leo if r == leader_id else followers.get(r, FollowerState()).log_end_offset
             for r in isr]
     return max(current_hw, min(leos))
+
+
+def acks_all_answer(high_watermark: int, last_offset: int, isr_size: int, min_isr: int) -> ErrorCode | None:
+    """The answer to an acks=all append of offsets up to ``last_offset`` now; None: keep waiting.
+
+    Below min.insync.replicas the HW does not move, so a waiter would only time out:
+    it is told at once, as Kafka does, with the retriable NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    (the record is in the leader's log but not acknowledged).  Kafka gives the same answer
+    when the HW did pass the append but the ISR that got it is smaller than required.
+
+    >>> acks_all_answer(10, 9, 2, 2), acks_all_answer(9, 9, 2, 2), acks_all_answer(9, 9, 1, 2)
+    (<ErrorCode.NONE: 0>, None, <ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 20>)
+    """
+    if isr_size < min_isr:
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    if high_watermark > last_offset:
+        return ErrorCode.NONE
+    return None
+
+
+def latest_offset_known(high_watermark: int, epoch_start_offset: int, isr_size: int, min_isr: int) -> bool:
+    """Whether a leader may answer ListOffsets with its HW as the latest committed offset.
+
+    A new leader learns the committed offset only from its followers' fetches
+    (KAFKA-2334): until its HW reaches the start of its epoch, it may be below an HW
+    that consumers already saw from the previous leader, and the answer is a retriable
+    error for the short while that takes.  While the ISR is below min.insync.replicas,
+    though, the HW cannot move at all: waiting would refuse the partition's offsets for
+    as long as the ISR stays small, so the HW is answered as it is.
+
+    >>> latest_offset_known(7, 10, 2, 2), latest_offset_known(10, 10, 2, 2), latest_offset_known(7, 10, 1, 2)
+    (False, True, True)
+    """
+    return high_watermark >= epoch_start_offset or isr_size < min_isr
 
 
 def out_of_sync_followers(isr: tuple[int, ...], leader_id: int, followers: dict[int, FollowerState],

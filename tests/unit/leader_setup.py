@@ -28,18 +28,18 @@ class RecordingIsrWriter:
         return False
 
 
-def state(isr, epoch=1, replicas=(1, 2, 3), leader=LEADER, zk_version=0):
-    return PartitionStateInfo(TP, 1, leader, epoch, tuple(isr), zk_version, tuple(replicas))
+def state(isr, epoch=1, replicas=(1, 2, 3), leader=LEADER, zk_version=0, tp=TP):
+    return PartitionStateInfo(tp, 1, leader, epoch, tuple(isr), zk_version, tuple(replicas))
 
 
-def open_log(tmp_path):
-    return Log(str(tmp_path / "t-0"), TP, LogConfig())
+def open_log(tmp_path, tp=TP):
+    return Log(str(tmp_path / f"{tp.topic}-{tp.partition}"), tp, LogConfig())
 
 
 def leader(log_, isr, min_isr=1, writer=None, epoch=1, replicas=(1, 2, 3)):
-    """Broker 1's Partition, leading ``isr`` at ``epoch``."""
-    p = Partition(TP, LEADER, log_, lambda: min_isr, writer or RecordingIsrWriter())
-    p.make_leader(state(isr, epoch, replicas))
+    """Broker 1's Partition of ``log_``, leading ``isr`` at ``epoch``."""
+    p = Partition(log_.tp, LEADER, log_, lambda: min_isr, writer or RecordingIsrWriter())
+    p.make_leader(state(isr, epoch, replicas, tp=log_.tp))
     return p
 
 

@@ -46,3 +46,25 @@ def test_a_caught_up_follower_still_joins_the_isr(log_):
     p.append_as_leader(batch(b"a", b"b"), acks=1)
     p.on_follower_fetch(2, 2, NOW)
     assert [isr for isr, _ in writer.expansions] == [(1, 2)]
+
+
+# ---- acks=all waiters (defect 9) -----------------------------------------------------------
+
+def test_an_acks_all_waiter_is_told_at_once_when_the_isr_shrinks_below_min_isr(log_):
+    """Kafka answers NOT_ENOUGH_REPLICAS_AFTER_APPEND; the HW no longer moves below
+    min.insync.replicas here, so the waiter used to time out instead."""
+    p = leader(log_, (1, 2), min_isr=2, replicas=(1, 2))
+    appended = p.append_as_leader(batch(), acks=-1)
+    waiter = gevent.spawn(p.wait_for_acks, appended, 5.0)
+    gevent.sleep(0)
+    p.set_isr((1,), 1)
+    assert waiter.get() == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_an_acks_all_waiter_succeeds_once_the_isr_has_it(log_):
+    p = leader(log_, (1, 2), min_isr=2, replicas=(1, 2))
+    appended = p.append_as_leader(batch(), acks=-1)
+    waiter = gevent.spawn(p.wait_for_acks, appended, 30.0)
+    gevent.sleep(0)
+    p.on_follower_fetch(2, appended.last_offset + 1, NOW)
+    assert waiter.get() == ErrorCode.NONE

@@ -3,6 +3,7 @@ import pytest
 
 from kafka_ha.broker import replication
 from kafka_ha.broker.replication import FollowerState
+from kafka_ha.protocol.errors import ErrorCode
 
 NOW = 10_000
 
@@ -41,3 +42,27 @@ def test_a_follower_beyond_the_leo_neither_commits_nor_joins():
     replication.on_follower_fetch(follower, 50, leader_leo=10, now_ms=NOW)
     assert not replication.may_join_isr(follower, high_watermark=10, epoch_start_offset=10)
     assert replication.new_high_watermark(0, 10, (1, 2), 1, {2: follower}, min_isr=1) == 0
+
+
+# ---- acks=all and ListOffsets below min.insync.replicas ----------------------------------
+
+@pytest.mark.parametrize("hw, isr_size, min_isr, answer", [
+    (10, 2, 2, ErrorCode.NONE),                               # committed with the ISR it needs
+    (9, 2, 2, None),                                          # not yet: wait
+    (9, 1, 2, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),    # shrank while waiting: no use waiting
+    (10, 1, 2, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),   # committed, but by too few (Kafka)
+    (9, 1, 1, None),
+])
+def test_acks_all_answer(hw, isr_size, min_isr, answer):
+    """An acks=all append of offsets ..9: its answer now, or None to wait on."""
+    assert replication.acks_all_answer(hw, 9, isr_size, min_isr) == answer
+
+
+@pytest.mark.parametrize("hw, epoch_start, isr_size, min_isr, known", [
+    (10, 10, 2, 2, True),    # a leader whose HW reached its epoch's start
+    (7, 10, 2, 2, False),    # a new leader before its followers fetched (KAFKA-2334): wait
+    (7, 10, 1, 2, True),     # the ISR is below min.insync.replicas: the HW cannot move, answer it
+    (7, 10, 1, 1, False),
+])
+def test_latest_offset_known(hw, epoch_start, isr_size, min_isr, known):
+    assert replication.latest_offset_known(hw, epoch_start, isr_size, min_isr) is known
