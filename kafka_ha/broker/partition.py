@@ -179,13 +179,21 @@ class Partition:
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):
             self.joining.add(replica_id)
+            epoch = self.leader_epoch
             self._isr_writer.spawn_change(self, self.isr + (replica_id,),
                                           f"follower {replica_id} caught up to offset {fetch_offset}",
-                                          on_done=lambda: self.joining.discard(replica_id))
+                                          on_done=lambda: self._join_written(replica_id, epoch))
         # The HW never passes the LEO, so a fully replicated partition (every idle
         # partition of every follower fetch) has nothing to recompute.
         if self.high_watermark < self.log.log_end_offset and self._maybe_advance_hw():
             self._notify(appended=False)
+
+    def _join_written(self, replica_id: int, leader_epoch: int) -> None:
+        """An ISR expansion written (or not) for ``leader_epoch`` is over.  Once a newer
+        epoch began, ``joining`` is that epoch's: a follower may be joining it with a
+        write still in flight, and must keep counting for the HW until that one ends."""
+        if leader_epoch == self.leader_epoch:
+            self.joining.discard(replica_id)
 
     def _may_join(self, replica_id: int) -> bool:
         """A caught-up follower joins the ISR only while it is registered.
@@ -217,11 +225,19 @@ class Partition:
             self._isr_writer.remove(self, lagging, f"followers {lagging} fell more than "
                                                    f"{lag_time_max_ms} ms behind")
 
-    def set_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
-        """Adopt an ISR written to ZooKeeper by this leader."""
+    def set_isr(self, isr: tuple[int, ...], zk_version: int, leader_epoch: int | None = None) -> bool:
+        """Adopt an ISR this leader wrote to ZooKeeper at ``leader_epoch``; returns whether it did.
+
+        A write answered after a LeaderAndIsr of a newer epoch (or overtaken by a
+        newer version) belongs to a leadership that is over: the ISR this partition
+        acts on is the one of its current epoch, with that epoch's zkVersion.
+        """
+        if (leader_epoch is not None and leader_epoch != self.leader_epoch) or zk_version <= self.zk_version:
+            return False
         self.isr, self.zk_version = isr, zk_version
         self._maybe_advance_hw()
         self._notify()
+        return True
 
     def isr_lock(self) -> Semaphore:
         return self._isr_lock
