@@ -80,7 +80,7 @@ class DataPlane:
         if acks == -1:
             self._await_replication(results, timeout_s)
         by_topic: dict[str, list] = {}
-        for tp, (error, base, _appended, _partition) in results.items():
+        for tp, (error, base, _appended, _appended_to) in results.items():
             entry = {"index": tp.partition, "error_code": error, "base_offset": base}
             if version >= 2:
                 entry["log_append_time_ms"] = -1

@@ -59,6 +59,7 @@ class IsrWriter:
         self._first_change = 0.0
         self._last_change = 0.0
         self._in_doubt: dict[object, InDoubt] = {}   # Partition -> its unanswered write
+        self._when_resolved: dict[object, list] = {}  # Partition -> on_done callbacks held back
         self._resolver: gevent.Greenlet | None = None
         self._notifier = gevent.spawn(self._notify_loop)
 
@@ -79,7 +80,12 @@ class IsrWriter:
             self.change(partition, new_isr, reason, leader_epoch)
         finally:
             if on_done is not None:
-                on_done()
+                if partition in self._in_doubt:
+                    # ZooKeeper may list the follower in the ISR already (an election could
+                    # pick it): it keeps counting for the HW until the re-read tells.
+                    self._when_resolved.setdefault(partition, []).append(on_done)
+                else:
+                    on_done()
 
     def change(self, partition, new_isr: tuple[int, ...], reason: str,
                leader_epoch: int | None = None) -> bool:
@@ -193,11 +199,11 @@ class IsrWriter:
         """Re-read a partition in doubt (under its ISR lock): adopt our write's version if it
         went through.  False if the znode could not be read (the doubt remains)."""
         write = self._in_doubt[partition]
-        if not partition.is_leader or partition.leader_epoch != write.desired.leader_epoch:
-            del self._in_doubt[partition]   # a LeaderAndIsr has brought a fresh state and version
-            return True
-        if partition.zk_version != write.desired.zk_version:
-            del self._in_doubt[partition]   # resolved already (a version conflict re-read it)
+        if not partition.is_leader or partition.leader_epoch != write.desired.leader_epoch \
+                or partition.zk_version != write.desired.zk_version:
+            # A LeaderAndIsr has brought a fresh state and version, or a version
+            # conflict's re-read has settled it.
+            self._end_doubt(partition)
             return True
         path = zn.TopicPartitionStateZNode.path(*partition.tp)
         try:
@@ -205,19 +211,24 @@ class IsrWriter:
             stored = zn.TopicPartitionStateZNode.decode(data, path, stat.version)
         except (NoNodeError, MalformedZnode) as e:
             log.warning("Could not re-read %s after an unanswered ISR write: %s", path, error_text(e))
-            del self._in_doubt[partition]
+            self._end_doubt(partition)
             return True
         except (KazooException, OSError):
             return False
-        del self._in_doubt[partition]
         if stat.version == write.desired.zk_version:
-            return True   # not applied: the cached version is right
-        if stored.same_content(write.desired):
+            pass   # not applied: the cached version is right
+        elif stored.same_content(write.desired):
             self._adopt(partition, write, stat.version)
         else:
             log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
                      "(%s is now %s)", partition.zk_version, path, data.decode(errors="replace"))
+        self._end_doubt(partition)
         return True
+
+    def _end_doubt(self, partition) -> None:
+        del self._in_doubt[partition]
+        for on_done in self._when_resolved.pop(partition, ()):
+            on_done()
 
     # ---- notifications ---------------------------------------------------
 

@@ -174,6 +174,22 @@ def test_a_znode_the_controller_changed_meanwhile_is_not_adopted(log_, zk, write
     assert zk.read(PATH).leader == 2
 
 
+def test_a_follower_whose_expansion_is_in_doubt_keeps_counting_for_the_hw(log_, zk, writer):
+    """ZooKeeper may list follower 3 in the ISR already (an election could pick it), so the
+    HW must not pass what 3 holds until the re-read tells: it stays in ``joining``."""
+    p = led(log_, zk, writer, isr=(1, 2))
+    p.append_as_leader(batch(), acks=1)
+    zk.lose_connection = "after"
+    p.on_follower_fetch(3, 0, NOW)
+    eventually(lambda: zk.writes)
+    gevent.sleep(0.05)
+    p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
+    assert p.joining == {3} and p.high_watermark == 0
+    zk.reconnect()
+    eventually(lambda: p.isr == (1, 2, 3))
+    assert not p.joining and p.zk_version == 1
+
+
 # ---- writes of an earlier leader epoch (defect 13) ----------------------------------------
 
 def test_a_write_answered_after_a_new_leader_epoch_does_not_set_the_isr(log_, zk, writer):
