@@ -56,15 +56,21 @@ class DataPlane:
     def _partition(self, tp: TopicPartition) -> tuple[Partition | None, int]:
         p = self.partitions.get(tp)
         if p is None:
-            known = self._topic_exists(tp.topic)
-            return None, ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, self._not_hosted(tp)
         return p, ErrorCode.NONE
+
+    def _not_hosted(self, tp: TopicPartition) -> int:
+        """The error for a partition this broker has no replica of (Kafka's getPartitionOrError):
+        NOT_LEADER if the topic exists (the client's metadata is stale), else UNKNOWN_TOPIC."""
+        known = self._topic_exists(tp.topic)
+        return ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # ---- Produce --------------------------------------------------------
 
     def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | None:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
-        results: dict[TopicPartition, list] = {}  # tp -> [error, base_offset, AppendResult]
+        # tp -> [error, base_offset, AppendResult, the Partition appended to]
+        results: dict[TopicPartition, list] = {}
         for topic in request["topic_data"]:
             for part in topic["partition_data"]:
                 tp = TopicPartition(topic["name"], part["index"])
@@ -74,7 +80,7 @@ class DataPlane:
         if acks == -1:
             self._await_replication(results, timeout_s)
         by_topic: dict[str, list] = {}
-        for tp, (error, base, _last) in results.items():
+        for tp, (error, base, _appended, _appended_to) in results.items():
             entry = {"index": tp.partition, "error_code": error, "base_offset": base}
             if version >= 2:
                 entry["log_append_time_ms"] = -1
@@ -87,27 +93,33 @@ class DataPlane:
 
     def _append(self, tp: TopicPartition, records, acks: int) -> list:
         if acks not in VALID_ACKS:
-            return [ErrorCode.INVALID_REQUIRED_ACKS, -1, -1]
+            return [ErrorCode.INVALID_REQUIRED_ACKS, -1, None, None]
         p, error = self._partition(tp)
         if p is None:
-            return [error, -1, -1]
+            return [error, -1, None, None]
         if not records:
-            return [ErrorCode.CORRUPT_MESSAGE, -1, -1]
+            return [ErrorCode.CORRUPT_MESSAGE, -1, None, None]
         try:
             result = p.append_as_leader(records, acks)
         except KafkaProtocolError as e:
-            return [e.code, -1, -1]
+            return [e.code, -1, None, None]
         except RecordsError as e:
             log.info("Rejected produce to %s: %s", tp, e)
-            return [e.code, -1, -1]
-        return [ErrorCode.NONE, result.first_offset, result]
+            return [e.code, -1, None, None]
+        return [ErrorCode.NONE, result.first_offset, result, p]
 
     def _await_replication(self, results: dict[TopicPartition, list], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         for tp, result in results.items():
-            if result[0] == ErrorCode.NONE:
-                remaining = max(0.0, deadline - time.monotonic())
-                result[0] = self.partitions[tp].wait_for_acks(result[2], remaining)
+            error, _base, appended, partition = result
+            if error != ErrorCode.NONE:
+                continue
+            # The Partition appended to, not a new lookup: while the request waited on
+            # others, this one may have been deleted, moved away or re-created.
+            error = partition.wait_for_acks(appended, max(0.0, deadline - time.monotonic()))
+            if error != ErrorCode.NONE and self.partitions.get(tp) is not partition:
+                error = self._not_hosted(tp)
+            result[0] = error
 
     # ---- Fetch --------------------------------------------------------------
 
@@ -291,12 +303,10 @@ class DataPlane:
             return ErrorCode.NOT_LEADER_FOR_PARTITION, -1
         if timestamp == -2:
             return ErrorCode.NONE, p.log.log_start_offset
-        if replica_id == CONSUMER and p.high_watermark < p.leader_epoch_start_offset:
-            # A new leader learns the committed offset only when its followers
-            # fetch (KAFKA-2334); until then its HW understates what is
-            # committed, so "latest" would be wrong.  Retriable, as Kafka's
-            # OFFSET_NOT_AVAILABLE (2.x); LEADER_NOT_AVAILABLE is what every
-            # client already retries.
+        if replica_id == CONSUMER and not p.latest_offset_known():
+            # A new leader whose HW has not reached its epoch's start yet (KAFKA-2334).
+            # Retriable: Kafka answers OFFSET_NOT_AVAILABLE from ListOffsets v5 and
+            # LEADER_NOT_AVAILABLE below, the versions served here.
             return ErrorCode.LEADER_NOT_AVAILABLE, -1
         if timestamp == -1:
             return ErrorCode.NONE, (p.log.log_end_offset if replica_id >= 0 else p.high_watermark)

@@ -135,6 +135,9 @@ class Partition:
     def wait_for_acks(self, appended: AppendResult, timeout_s: float) -> int:
         """acks=-1: wait until the HW passes the appended offsets; returns an error code.
 
+        The wait wakes whenever the HW or the ISR changes (``set_isr`` notifies), so a
+        shrink below min.insync.replicas is answered at once.
+
         If the log was truncated meanwhile (this broker followed another leader
         for a moment, even if it leads again now), the offsets may hold other
         data: the append is not acknowledged.
@@ -144,10 +147,10 @@ class Partition:
         while True:
             if not self.is_leader or self.truncations != appended.truncations:
                 return ErrorCode.NOT_LEADER_FOR_PARTITION
-            if self.high_watermark > required_offset:
-                if len(self.isr) < self._min_isr():
-                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return ErrorCode.NONE
+            answer = replication.acks_all_answer(self.high_watermark, required_offset, len(self.isr),
+                                                 self._min_isr())
+            if answer is not None:
+                return answer
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
@@ -163,21 +166,34 @@ class Partition:
     # ---- leader: follower fetches ------------------------------------------
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> None:
-        """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR."""
+        """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR.
+
+        A fetch outside the log (answered OFFSET_OUT_OF_RANGE) changes nothing.
+        """
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return
-        replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now)
+        if not replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now,
+                                             self.log.log_start_offset):
+            return
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):
             self.joining.add(replica_id)
+            epoch = self.leader_epoch
             self._isr_writer.spawn_change(self, self.isr + (replica_id,),
                                           f"follower {replica_id} caught up to offset {fetch_offset}",
-                                          on_done=lambda: self.joining.discard(replica_id))
+                                          on_done=lambda: self._join_written(replica_id, epoch))
         # The HW never passes the LEO, so a fully replicated partition (every idle
         # partition of every follower fetch) has nothing to recompute.
         if self.high_watermark < self.log.log_end_offset and self._maybe_advance_hw():
             self._notify(appended=False)
+
+    def _join_written(self, replica_id: int, leader_epoch: int) -> None:
+        """An ISR expansion written (or not) for ``leader_epoch`` is over.  Once a newer
+        epoch began, ``joining`` is that epoch's: a follower may be joining it with a
+        write still in flight, and must keep counting for the HW until that one ends."""
+        if leader_epoch == self.leader_epoch:
+            self.joining.discard(replica_id)
 
     def _may_join(self, replica_id: int) -> bool:
         """A caught-up follower joins the ISR only while it is registered.
@@ -209,11 +225,19 @@ class Partition:
             self._isr_writer.remove(self, lagging, f"followers {lagging} fell more than "
                                                    f"{lag_time_max_ms} ms behind")
 
-    def set_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
-        """Adopt an ISR written to ZooKeeper by this leader."""
+    def set_isr(self, isr: tuple[int, ...], zk_version: int, leader_epoch: int | None = None) -> bool:
+        """Adopt an ISR this leader wrote to ZooKeeper at ``leader_epoch``; returns whether it did.
+
+        A write answered after a LeaderAndIsr of a newer epoch (or overtaken by a
+        newer version) belongs to a leadership that is over: the ISR this partition
+        acts on is the one of its current epoch, with that epoch's zkVersion.
+        """
+        if (leader_epoch is not None and leader_epoch != self.leader_epoch) or zk_version <= self.zk_version:
+            return False
         self.isr, self.zk_version = isr, zk_version
         self._maybe_advance_hw()
         self._notify()
+        return True
 
     def isr_lock(self) -> Semaphore:
         return self._isr_lock
@@ -223,6 +247,11 @@ class Partition:
                             self.zk_version)
 
     # ---- high watermark ------------------------------------------------------
+
+    def latest_offset_known(self) -> bool:
+        """Whether the HW can be answered as the latest offset (ListOffsets); see replication."""
+        return replication.latest_offset_known(self.high_watermark, self.leader_epoch_start_offset,
+                                               len(self.isr), self._min_isr())
 
     def _maybe_advance_hw(self) -> bool:
         maximal_isr = self.isr + tuple(r for r in self.joining if r not in self.isr)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafka_ha.protocol.errors import ErrorCode
+
 
 @dataclass(slots=True)
 class FollowerState:
@@ -21,17 +23,29 @@ class FollowerState:
     last_fetch_ms: int = 0
 
 
-def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int,
+                      log_start_offset: int = 0) -> bool:
     """Record a follower's fetch at ``fetch_offset`` (its LEO) while the leader is at ``leader_leo``.
 
+    Only an offset the leader can read from, ``log_start_offset <= fetch_offset <= leader_leo``,
+    is the follower's position (Kafka updates a follower's state only after a successful
+    read).  Any other fetch is answered OFFSET_OUT_OF_RANGE and says nothing about what
+    the follower holds: one that followed another leader further, or asks for an offset
+    its truncation has not reached yet, must not count as caught up, or it could rejoin
+    the ISR and the HW pass records it does not have.  Returns whether it was recorded.
+
     >>> s = FollowerState()
-    >>> on_follower_fetch(s, 5, 10, now_ms=1000); s.last_caught_up_ms
-    0
-    >>> on_follower_fetch(s, 10, 12, now_ms=1500); s.last_caught_up_ms   # caught up as of 1000
-    1000
-    >>> on_follower_fetch(s, 12, 12, now_ms=1700); s.last_caught_up_ms
-    1700
+    >>> on_follower_fetch(s, 5, 10, now_ms=1000), s.last_caught_up_ms
+    (True, 0)
+    >>> on_follower_fetch(s, 10, 12, now_ms=1500), s.last_caught_up_ms   # caught up as of 1000
+    (True, 1000)
+    >>> on_follower_fetch(s, 12, 12, now_ms=1700), s.last_caught_up_ms
+    (True, 1700)
+    >>> on_follower_fetch(s, 40, 12, now_ms=1900), s.log_end_offset, s.last_caught_up_ms
+    (False, 12, 1700)
     """
+    if not log_start_offset <= fetch_offset <= leader_leo:
+        return False
     if fetch_offset >= leader_leo:
         state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
     elif fetch_offset >= state.last_fetch_leader_leo >= 0:
@@ -39,6 +53,7 @@ def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, 
     state.log_end_offset = fetch_offset
     state.last_fetch_leader_leo = leader_leo
     state.last_fetch_ms = now_ms
+    return True
 
 
 def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], leader_id: int,
@@ -60,6 +75,40 @@ def new_high_watermark(current_hw: int, leader_leo: int, isr: tuple[int, ...], l
     leos = [leader_leo if r == leader_id else followers.get(r, FollowerState()).log_end_offset
             for r in isr]
     return max(current_hw, min(leos))
+
+
+def acks_all_answer(high_watermark: int, last_offset: int, isr_size: int, min_isr: int) -> ErrorCode | None:
+    """The answer to an acks=all append of offsets up to ``last_offset`` now; None: keep waiting.
+
+    Below min.insync.replicas the HW does not move, so a waiter would only time out:
+    it is told at once, as Kafka does, with the retriable NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    (the record is in the leader's log but not acknowledged).  Kafka gives the same answer
+    when the HW did pass the append but the ISR that got it is smaller than required.
+
+    >>> acks_all_answer(10, 9, 2, 2), acks_all_answer(9, 9, 2, 2), acks_all_answer(9, 9, 1, 2)
+    (<ErrorCode.NONE: 0>, None, <ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 20>)
+    """
+    if isr_size < min_isr:
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    if high_watermark > last_offset:
+        return ErrorCode.NONE
+    return None
+
+
+def latest_offset_known(high_watermark: int, epoch_start_offset: int, isr_size: int, min_isr: int) -> bool:
+    """Whether a leader may answer ListOffsets with its HW as the latest committed offset.
+
+    A new leader learns the committed offset only from its followers' fetches
+    (KAFKA-2334): until its HW reaches the start of its epoch, it may be below an HW
+    that consumers already saw from the previous leader, and the answer is a retriable
+    error for the short while that takes.  While the ISR is below min.insync.replicas,
+    though, the HW cannot move at all: waiting would refuse the partition's offsets for
+    as long as the ISR stays small, so the HW is answered as it is.
+
+    >>> latest_offset_known(7, 10, 2, 2), latest_offset_known(10, 10, 2, 2), latest_offset_known(7, 10, 1, 2)
+    (False, True, True)
+    """
+    return high_watermark >= epoch_start_offset or isr_size < min_isr
 
 
 def out_of_sync_followers(isr: tuple[int, ...], leader_id: int, followers: dict[int, FollowerState],

@@ -1,0 +1,114 @@
+"""The leader's Produce and ListOffsets answers when the partition changes under a request.
+
+A real Partition over a real Log behind the DataPlane, no network.
+"""
+import gevent
+import pytest
+
+from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+from tests.unit.leader_setup import TP, batch, leader, open_log, state
+
+NOW = 10_000
+
+
+@pytest.fixture
+def log_(tmp_path):
+    lg = open_log(tmp_path)
+    yield lg
+    lg.close()
+
+
+class Broker:
+    """A DataPlane over the given partitions, with their topic's existence under the test's control."""
+
+    def __init__(self, *partitions):
+        self.topics = {TP.topic}
+        self.partitions = {p.tp: p for p in partitions}
+        self.plane = DataPlane(1, self.partitions, lambda t: t in self.topics, lambda t: 1000012)
+
+    def produce(self, tps=(TP,), acks=-1, timeout_ms=5000):
+        """One Produce request to ``tps``: {partition: error code}."""
+        response = self.plane.produce({"acks": acks, "timeout_ms": timeout_ms, "topic_data": [
+            {"name": TP.topic, "partition_data": [{"index": tp.partition, "records": batch()}
+                                                  for tp in tps]}]}, 2)
+        return {e["index"]: e["error_code"] for e in response["responses"][0]["partition_responses"]}
+
+    def latest(self):
+        response = self.plane.list_offsets({"replica_id": -1, "topics": [
+            {"name": TP.topic, "partitions": [{"partition_index": TP.partition, "timestamp": -1}]}]}, 1)
+        entry = response["topics"][0]["partitions"][0]
+        return entry["error_code"], entry["offset"]
+
+
+# ---- an acks=all request whose partition goes away (defect 17) ----------------------------
+
+TP1 = TopicPartition(TP.topic, 1)
+
+
+def delete_topic(broker, tp):
+    broker.topics.clear()
+    broker.partitions.pop(tp).stop()
+
+
+def move_away(broker, tp):
+    broker.partitions.pop(tp).stop()   # a reassignment: the topic stays
+
+
+def become_follower(broker, tp):
+    broker.partitions[tp].make_follower(state((2,), epoch=2, leader=2, tp=tp))
+
+
+@pytest.mark.parametrize("change, answer", [
+    (delete_topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (move_away, ErrorCode.NOT_LEADER_FOR_PARTITION),
+    (become_follower, ErrorCode.NOT_LEADER_FOR_PARTITION),
+])
+@pytest.mark.parametrize("changed", [TP, TP1], ids=["waited-on", "waited-on-next"])
+def test_an_acks_all_produce_whose_partition_goes_away_is_answered(tmp_path, change, answer, changed):
+    """A request to partitions 0 and 1 waits for follower 2, on 0 first: one of them leaves
+    this broker or its leadership meanwhile; the other is acknowledged.  Partition 1 used
+    to be looked up again after the wait on 0: a KeyError."""
+    logs = [open_log(tmp_path, tp) for tp in (TP, TP1)]
+    try:
+        partitions = {lg.tp: leader(lg, (1, 2), replicas=(1, 2)) for lg in logs}
+        broker = Broker(*partitions.values())
+        request = gevent.spawn(broker.produce, (TP, TP1))
+        gevent.sleep(0.01)   # appended to both, now waiting for follower 2
+        assert not request.ready()
+        change(broker, changed)
+        other = partitions[TP1 if changed == TP else TP]
+        other.on_follower_fetch(2, other.log.log_end_offset, NOW)
+        answers = {tp.partition: answer if tp == changed else ErrorCode.NONE for tp in (TP, TP1)}
+        assert request.get() == answers
+    finally:
+        for lg in logs:
+            lg.close()
+
+
+# ---- ListOffsets "latest" on a new leader (defect 9) --------------------------------------
+
+def new_leader(log_, isr, min_isr):
+    """Leader of epoch 2 over three records of epoch 1 that no follower confirmed."""
+    p = leader(log_, (1, 2), min_isr, replicas=(1, 2))
+    p.append_as_leader(batch(b"a", b"b", b"c"), acks=1)
+    p.make_leader(state(isr, epoch=2, replicas=(1, 2)))
+    assert (p.high_watermark, p.leader_epoch_start_offset) == (0, 3)
+    return p
+
+
+def test_a_leader_below_min_isr_answers_its_high_watermark(log_):
+    """Its HW cannot move while the ISR is below min.insync.replicas, so waiting for it to
+    reach the epoch's start would refuse ListOffsets for as long as the ISR stays small."""
+    broker = Broker(new_leader(log_, (1,), min_isr=2))
+    assert broker.latest() == (ErrorCode.NONE, 0)
+
+
+def test_a_healthy_new_leader_answers_once_its_hw_reaches_its_epoch_start(log_):
+    p = new_leader(log_, (1, 2), min_isr=2)
+    broker = Broker(p)
+    # Retriable (Kafka's OFFSET_NOT_AVAILABLE is ListOffsets v5+; below it, this).
+    assert broker.latest() == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+    p.on_follower_fetch(2, 3, NOW)
+    assert broker.latest() == (ErrorCode.NONE, 3)
