@@ -1,6 +1,6 @@
 """The broker's side of LeaderAndIsr and StopReplica: its partitions, their roles, the fetchers.
 
-Fencing (controller.md §16): a request from a lower controller epoch than the
+Fencing: a request from a lower controller epoch than the
 highest seen is refused whole with STALE_CONTROLLER_EPOCH; a partition entry
 is applied only if its leader epoch is newer than the one this broker holds.
 Every transition is written to the state-change log as requested (by the

@@ -192,7 +192,8 @@ def test_kip279_truncation_asks_again_until_the_epochs_agree(cluster_factory):
     offset = log_size(cluster, c, "server.log")
     cluster.start_broker(c)
     wait_isr(cluster, "rounds", {b, c})
-    assert [v for _, v in read_all(cluster, "rounds")] == [b"m0", b"m1", b"m2", b"m3", b"b4", b"b5", b"b6", b"b7"]
+    assert [v for _, v in read_all(cluster, "rounds")] == [b"m0", b"m1", b"m2", b"m3",
+                                                           b"b4", b"b5", b"b6", b"b7"]
     assert segment_bytes(cluster, c, "rounds") == segment_bytes(cluster, b, "rounds"), \
         "the follower's log differs from the leader's"
     verify_replicas(cluster, "rounds")
