@@ -2,9 +2,15 @@
 
 Before a partition is fetched after a leadership change, the follower asks the
 leader where its own latest leader epoch ends (OffsetsForLeaderEpoch, KIP-101
-and KIP-279) and truncates there; it never truncates to its possibly stale
-high watermark.  Then it fetches from its log end offset, many partitions per
-request, and appends what it gets as the leader wrote it.
+and KIP-279) and truncates there, epoch by epoch until both hold the epoch the
+leader answers with (``truncation.py`` decides); it never truncates to its
+possibly stale high watermark while there are epochs to compare.  Then it
+fetches from its log end offset, many partitions per request, and appends what
+it gets as the leader wrote it.
+
+Data of one partition that cannot be appended (corrupt, or not continuing the
+log) marks that partition failed, as Kafka does since KIP-461: it is no longer
+fetched, the others go on, and the next LeaderAndIsr for it tries again.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import gevent
 from gevent.event import Event
 
 from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
+from kafka_ha.broker.truncation import decide_truncation
 from kafka_ha.model import BrokerEndpoint, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
@@ -29,7 +36,8 @@ BACKOFF_S = 0.5
 
 class ReplicaFetcher:
     def __init__(self, broker_id: int, source: BrokerEndpoint, partition_of: Callable,
-                 max_wait_ms: int, min_bytes: int, max_bytes: int, timeout_s: float) -> None:
+                 max_wait_ms: int, min_bytes: int, max_bytes: int, timeout_s: float,
+                 failed_partitions: set[TopicPartition] | None = None) -> None:
         self.broker_id = broker_id
         self.source = source
         self._partition_of = partition_of
@@ -37,6 +45,10 @@ class ReplicaFetcher:
         self._timeout_s = timeout_s
         self.needs_truncation: set[TopicPartition] = set()
         self.fetching: set[TopicPartition] = set()
+        # Partitions this broker stopped fetching after an error of their own.  The
+        # ReplicaManager passes one set to all its fetchers, so the count survives
+        # a fetcher that is retired once it has nothing left to fetch.
+        self.failed_partitions = set() if failed_partitions is None else failed_partitions
         self._conn: BrokerConnection | None = None
         self._session = FetchSessionHandler()
         self._wakeup = Event()
@@ -45,6 +57,7 @@ class ReplicaFetcher:
     def add(self, tps: set[TopicPartition]) -> None:
         self.fetching -= tps
         self.needs_truncation |= tps
+        self.failed_partitions.difference_update(tps)   # a new leader epoch: try again
         self._wakeup.set()
 
     def remove(self, tps: set[TopicPartition]) -> None:
@@ -56,6 +69,10 @@ class ReplicaFetcher:
         return not (self.fetching or self.needs_truncation)
 
     def stop(self) -> None:
+        # The kill lands at the greenlet's next switch, and it may first return from a
+        # request and go on: with nothing left to fetch, it touches no partition then.
+        self.fetching.clear()
+        self.needs_truncation.clear()
         self._greenlet.kill(block=False)
         self._close()
 
@@ -82,6 +99,16 @@ class ReplicaFetcher:
                                           f"replica-fetcher-{self.broker_id}", self._timeout_s)
         return self._conn.request(api_key, version, body)
 
+    def _mark_failed(self, p, offset: int, error: Exception) -> None:
+        """Stop fetching one partition whose data this broker cannot take (Kafka's
+        "marked as failed"); the others from this leader go on."""
+        self.fetching.discard(p.tp)
+        self.needs_truncation.discard(p.tp)
+        self.failed_partitions.add(p.tp)
+        log.error("Broker %d: unexpected error occurred while processing data for partition %s at "
+                  "offset %d from leader %d: %s: %s. Partition %s marked as failed", self.broker_id,
+                  p.tp, offset, self.source.broker_id, type(error).__name__, error, p.tp)
+
     def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -104,6 +131,7 @@ class ReplicaFetcher:
             return
         response = self._request(ApiKey.OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION, {"topics": [
             {"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+        not_ready = False
         for topic in response["topics"]:
             for entry in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], entry["partition"])
@@ -111,32 +139,36 @@ class ReplicaFetcher:
                 if p is None or tp not in self.needs_truncation:
                     continue  # removed meanwhile
                 if entry["error_code"] != ErrorCode.NONE:
-                    continue  # the leader is not ready yet; ask again
-                self._truncate_one(p, entry["leader_epoch"], entry["end_offset"])
-                self.needs_truncation.discard(tp)
-                self.fetching.add(tp)
-        if self.needs_truncation:
+                    not_ready = True  # the leader is not ready yet; ask again
+                    continue
+                try:
+                    complete = self._truncate_one(p, entry["leader_epoch"], entry["end_offset"])
+                except ValueError as e:   # a nonsensical answer for this partition alone
+                    self._mark_failed(p, p.log.log_end_offset, e)
+                    continue
+                if complete:
+                    self.needs_truncation.discard(tp)
+                    self.fetching.add(tp)
+                # else: it stays in needs_truncation and asks again with its new latest epoch
+        if not_ready:
             gevent.sleep(BACKOFF_S / 5)
 
-    def _truncate_one(self, p, leader_epoch: int, leader_end: int) -> None:
+    def _truncate_one(self, p, leader_epoch: int, leader_end: int) -> bool:
+        """One round for one partition; True when truncation is complete."""
         leo = p.log.log_end_offset
-        local_epoch = p.log.latest_epoch()
-        if local_epoch < 0 or leader_epoch < 0 or leader_end < 0:
-            # No epoch to compare (our log has none, or the leader knows none
-            # up to ours): Kafka's fallback, truncate to our high watermark.
-            # Never lower: a follower in the ISR must keep what is committed.
-            target = min(leo, max(p.high_watermark, p.log.log_start_offset))
-        elif leader_epoch != local_epoch:
-            # KIP-279: the logs agree up to the end of the largest epoch both know.
-            _, local_end = p.log.end_offset_for_epoch(leader_epoch)
-            target = min(leader_end, leo) if local_end < 0 else min(leader_end, local_end, leo)
-        else:
-            target = min(leader_end, leo)
-        if target < leo:
+        ours = p.log.end_offset_for_epoch(leader_epoch) if leader_epoch >= 0 else (-1, -1)
+        decision = decide_truncation(leader_epoch, leader_end, ours, leo, p.high_watermark,
+                                     p.log.log_start_offset)
+        if decision.offset < leo:
             log.info("Partition %s on broker %d: truncating from offset %d to %d (leader %d answered "
-                     "epoch %d ends at %d)", p.tp, self.broker_id, leo, target, self.source.broker_id,
-                     leader_epoch, leader_end)
-            p.truncate_to(target)
+                     "epoch %d ends at %d%s)", p.tp, self.broker_id, leo, decision.offset,
+                     self.source.broker_id, leader_epoch, leader_end,
+                     "" if decision.complete else f"; our epoch {ours[0]} ends at {ours[1]}, asking again")
+        # Also when nothing is cut: an epoch of ours that starts at our LEO (one we led
+        # without appending) must go, or the next round would ask for it again, and the
+        # leader's smaller epochs appended after it would not be recorded.
+        p.truncate_to(decision.offset)
+        return decision.complete
 
     # ---- fetching -------------------------------------------------------
 
@@ -188,10 +220,14 @@ class ReplicaFetcher:
     def _apply_fetched(self, p, entry: dict) -> bool:
         error = entry["error_code"]
         if error == ErrorCode.NONE:
-            records = entry["records"]
-            if records:
-                p.append_as_follower(records)
-            p.set_follower_high_watermark(entry["high_watermark"])
+            offset = p.log.log_end_offset
+            try:
+                records = entry["records"]
+                if records:
+                    p.append_as_follower(records)
+                p.set_follower_high_watermark(entry["high_watermark"])
+            except ValueError as e:   # RecordsError among them: this partition's data alone
+                self._mark_failed(p, offset, e)
             return False
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._handle_out_of_range(p)

@@ -1,6 +1,6 @@
 """The broker's side of LeaderAndIsr and StopReplica: its partitions, their roles, the fetchers.
 
-Fencing (controller.md §16): a request from a lower controller epoch than the
+Fencing: a request from a lower controller epoch than the
 highest seen is refused whole with STALE_CONTROLLER_EPOCH; a partition entry
 is applied only if its leader epoch is newer than the one this broker holds.
 Every transition is written to the state-change log as requested (by the
@@ -51,6 +51,9 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Partitions a fetcher stopped fetching after an error of their own (Kafka's
+        # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.
+        self.failed_partitions: set[TopicPartition] = set()
         self._checkpointed_hws = self._read_hw_checkpoints()
         self._tasks: list[gevent.Greenlet] = []
 
@@ -239,13 +242,19 @@ class ReplicaManager:
             fetcher = ReplicaFetcher(self.broker_id, endpoint, self.partitions.get,
                                      cfg["replica.fetch.wait.max.ms"], cfg["replica.fetch.min.bytes"],
                                      cfg["replica.fetch.max.bytes"],
-                                     cfg["controller.socket.timeout.ms"] / 1000)
+                                     cfg["controller.socket.timeout.ms"] / 1000,
+                                     failed_partitions=self.failed_partitions)
             self.fetchers[leader] = fetcher
         fetcher.add(tps)
 
     def _stop_fetching(self, tps: set[TopicPartition]) -> None:
+        self.failed_partitions.difference_update(tps)
         for fetcher in self.fetchers.values():
             fetcher.remove(tps)
+
+    def failed_partition_count(self) -> int:
+        """Followed partitions not fetched since an error of their own (until their next LeaderAndIsr)."""
+        return len(self.failed_partitions)
 
     def _retire_idle_fetchers(self) -> None:
         for leader, fetcher in list(self.fetchers.items()):

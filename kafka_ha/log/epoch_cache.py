@@ -1,7 +1,6 @@
 """The leader epoch cache of one partition: which epoch started at which offset.
 
-KIP-101 / KIP-279 (failure-scenarios.md §2-3; Kafka's
-``LeaderEpochFileCache``).  The cache is pure logic over a sorted list of
+KIP-101 / KIP-279 (Kafka's ``LeaderEpochFileCache``).  The cache is pure logic over a sorted list of
 ``(epoch, start_offset)``; when given a checkpoint file it rewrites it after
 every change so that a restart sees the same epochs.
 
@@ -86,6 +85,13 @@ class LeaderEpochCache:
         - a requested epoch below every known epoch ends where the first known
           epoch starts (Kafka answers with the requested epoch itself then);
         - an undefined or newer-than-latest epoch, or an empty cache: ``(-1, -1)``.
+
+        The third rule is Kafka's since 2.1 (its docstring still describes 2.0's
+        ``(-1, -1)``).  It matters on both sides: a leader whose log start moved
+        past a follower's epochs still tells it where to cut, and a follower
+        whose log start moved past the epoch its leader answered with cuts what
+        it holds in later epochs, instead of falling back to its high watermark
+        and keeping them (tests/unit/test_truncation.py).
         """
         if requested_epoch == UNDEFINED_EPOCH or not self._entries:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET

@@ -228,12 +228,17 @@ class Log:
         """Remove offsets >= ``offset`` (a follower diverging from its leader).
 
         Cuts at an entry boundary, so the new LEO may be below ``offset`` when
-        ``offset`` falls inside a batch.  Returns False when there was nothing
-        to remove.
+        ``offset`` falls inside a batch.  Returns False when there was no
+        record to remove; epochs starting at or after the LEO go even then.
         """
         if offset < 0:
             raise ValueError(f"{self.tp}: cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # An epoch that starts at the LEO holds no records: this broker led it
+            # without appending, and the leader it now follows never had it.  Kept,
+            # it would hide the leader's smaller epochs appended after it (Kafka's
+            # Log.truncateTo drops it too).
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

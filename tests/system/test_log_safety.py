@@ -145,6 +145,75 @@ def test_kip279_fast_double_failover_converges_on_the_last_leader(cluster_factor
     verify_replicas(cluster, "kip279")
 
 
+def test_kip279_truncation_asks_again_until_the_epochs_agree(cluster_factory):
+    """Issue 18 defect 1: after two unclean leader changes the follower holds neither the
+    epoch the leader answers with nor where the logs part, and must ask epoch by epoch.
+
+    C leads e0 and writes c4, c5 that B never gets; B leads e1 with b4..b7 at the same
+    offsets; C, elected uncleanly, writes c6 in e2; B, elected uncleanly, leads e3.  C
+    follows and asks about e2: B answers "e1 ends at 8", and C's end of the largest epoch
+    it holds below e1 (e0) is 6.  One round cut C to 6 and kept c4, c5 beside B's b4, b5;
+    asking again about e0 ("ends at 4") cuts to 4, where the logs agree.
+    """
+    cluster = cluster_factory(3, {"replica.lag.time.max.ms": 60000}, session_timeout_ms=6000)
+    # The controller holds no replica, so that no kill below moves it.
+    controller = cluster.wait_until(cluster.controller, message="no controller")
+    c, b = [i for i in cluster.broker_ids if i != controller]
+    create_topic(cluster, "rounds", 1, 2, "--replica-assignment", f"{c}:{b}",
+                 "--config", "unclean.leader.election.enable=true")
+    assert produce(cluster, "rounds", [b"m0", b"m1", b"m2", b"m3"]) == [0, 1, 2, 3]
+    wait_isr(cluster, "rounds", {b, c})
+    e0 = read_states(cluster, "rounds")[0].leader_epoch
+
+    stopped = []
+    try:
+        stop_fetching(cluster, b, stopped)
+        assert produce(cluster, "rounds", [b"c4", b"c5"], acks=1, via=[c]) == [4, 5]   # e0, on C alone
+        cluster.kill(c)
+        resume(cluster, b, stopped)                      # still registered and in the ISR
+    finally:
+        for broker in stopped:
+            cluster.sigcont(broker)
+    e1 = wait_leader(cluster, "rounds", b).leader_epoch
+    for offset, value in enumerate([b"b4", b"b5", b"b6", b"b7"], 4):
+        # One batch each: the follower may then fetch from 6 without a batch mismatch.
+        assert produce(cluster, "rounds", [value], acks=1, via=[b]) == [offset]
+    cluster.kill(b)
+    wait_offline(cluster, "rounds")
+    cluster.start_broker(c)
+    e2 = wait_leader(cluster, "rounds", c).leader_epoch     # unclean: C was out of the ISR
+    assert produce(cluster, "rounds", [b"c6"], acks=1, via=[c]) == [6]
+    cluster.kill(c)
+    wait_offline(cluster, "rounds")
+    cluster.start_broker(b)
+    e3 = wait_leader(cluster, "rounds", b).leader_epoch
+    assert e0 < e1 < e2 < e3
+
+    offset = log_size(cluster, c, "server.log")
+    cluster.start_broker(c)
+    wait_isr(cluster, "rounds", {b, c})
+    assert [v for _, v in read_all(cluster, "rounds")] == [b"m0", b"m1", b"m2", b"m3",
+                                                           b"b4", b"b5", b"b6", b"b7"]
+    assert segment_bytes(cluster, c, "rounds") == segment_bytes(cluster, b, "rounds"), \
+        "the follower's log differs from the leader's"
+    verify_replicas(cluster, "rounds")
+    truncation = log_text(cluster, c, "server.log", offset)
+    assert (f"truncating from offset 7 to 6 (leader {b} answered epoch {e1} ends at 8; our epoch {e0} "
+            f"ends at 6, asking again)") in truncation
+    assert f"truncating from offset 6 to 4 (leader {b} answered epoch {e0} ends at 4)" in truncation
+
+
+def wait_offline(cluster, topic, partition=0):
+    cluster.wait_until(lambda: read_states(cluster, topic)[partition].leader == -1,
+                       timeout=cluster.session_timeout_ms / 1000 + 30, message=f"{topic} did not go offline")
+
+
+def segment_bytes(cluster, broker, topic, partition=0):
+    """The records of one replica as on disk: its segment files, in offset order."""
+    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-{partition}"
+    return b"".join(f.read_bytes() for f in sorted(data.glob("*.log")))
+
+
 def stop_fetching(cluster, broker, stopped):
     cluster.sigstop(broker)
     stopped.append(broker)

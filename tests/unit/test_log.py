@@ -130,6 +130,21 @@ def test_truncate_to_within_and_across_segments(lg):
     assert offsets(lg.read(0, 10**6)) == list(range(32))
 
 
+def test_truncate_at_the_log_end_drops_an_epoch_without_records(lg):
+    """A broker that led epoch 2 without appending, then follows a leader whose epoch-1
+    records it never saw: its epoch 2 must go even though no record is cut, or the
+    leader's epoch-1 records appended next would be filed under epoch 2."""
+    fill(lg, 2, epoch=0)
+    lg.assign_epoch_start_offset(2)                                       # led epoch 2 at offset 8
+    assert not lg.truncate_to(8)
+    assert lg.log_end_offset == 8 and lg.epoch_cache.entries() == [(0, 0)]
+    leader = build_v2_batch([Record(None, b"x", 1000)], base_offset=8, partition_leader_epoch=1)
+    lg.append_as_follower(leader)
+    assert lg.epoch_cache.entries() == [(0, 0), (1, 8)]
+    assert not lg.truncate_to(50)                                         # nothing to cut, nothing to drop
+    assert lg.epoch_cache.entries() == [(0, 0), (1, 8)]
+
+
 def test_truncate_fully_and_start_at(lg):
     fill(lg)
     lg.truncate_fully_and_start_at(500)

@@ -1,0 +1,222 @@
+"""The replica fetcher against a fake leader: real logs on disk, no network, no ZooKeeper.
+
+The fake leader answers OffsetsForLeaderEpoch and Fetch from real Log objects, as
+the leader's data plane would, so what is checked is the follower's conversation
+with it: where it truncates, and which partitions keep moving when one fails.
+"""
+import gevent
+import pytest
+
+from kafka_ha.broker import replica_fetcher
+from kafka_ha.broker.partition import Partition
+from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.broker.replica_manager import ReplicaManager
+from kafka_ha.config import BrokerConfig
+from kafka_ha.log import Log, LogConfig
+from kafka_ha.log.log_manager import LogManager
+from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.records import Record, build_v2_batch
+
+LEADER, FOLLOWER = 1, 2
+A, B = TopicPartition("a", 0), TopicPartition("b", 0)
+CONFIG = LogConfig(retention_ms=-1)
+
+
+class FakeLeader:
+    """Broker 1: answers from its logs; ``corrupt`` partitions send their data with a bad CRC."""
+
+    def __init__(self):
+        self.logs: dict[TopicPartition, Log] = {}
+        self.corrupt: set[TopicPartition] = set()
+        self.connections = 0
+
+    def connect(self, host, port, client_id, timeout_s):
+        self.connections += 1
+        return FakeConnection(self)
+
+
+class FakeConnection:
+    def __init__(self, leader: FakeLeader):
+        self.leader = leader
+
+    def close(self):
+        pass
+
+    def request(self, api_key, version, body):
+        gevent.sleep(0.005)   # a round trip: let the test's greenlet run
+        if api_key == ApiKey.OFFSETS_FOR_LEADER_EPOCH:
+            return {"topics": [{"topic": t["topic"], "partitions": [
+                self._epoch_end(TopicPartition(t["topic"], p["partition"]), p["leader_epoch"])
+                for p in t["partitions"]]} for t in body["topics"]]}
+        assert api_key == ApiKey.FETCH
+        return {"error_code": 0, "session_id": 0, "responses": [
+            {"topic": t["topic"], "partitions": [
+                self._fetch(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"])
+                for p in t["partitions"]]} for t in body["topics"]]}
+
+    def _epoch_end(self, tp, epoch):
+        epoch, end = self.leader.logs[tp].end_offset_for_epoch(epoch)
+        return {"error_code": 0, "partition": tp.partition, "leader_epoch": epoch, "end_offset": end}
+
+    def _fetch(self, tp, offset):
+        log = self.leader.logs[tp]
+        entry = {"partition_index": tp.partition, "high_watermark": log.log_end_offset, "records": b""}
+        if offset > log.log_end_offset:
+            return {**entry, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
+        records = log.read(offset, 1 << 20).to_bytes()
+        if records and tp in self.leader.corrupt:
+            records = records[:-1] + bytes([records[-1] ^ 0xFF])   # a flipped bit: CRC mismatch
+        return {**entry, "error_code": 0, "records": records}
+
+
+@pytest.fixture
+def leader(monkeypatch):
+    fake = FakeLeader()
+    monkeypatch.setattr(replica_fetcher, "BrokerConnection", fake.connect)
+    yield fake
+    for log in fake.logs.values():
+        log.close()
+
+
+def write(log, epoch, *values):
+    """Append one single-record batch per value, as leader of ``epoch`` (timestamps fixed,
+    so the same value at the same offset and epoch is the same bytes on every broker)."""
+    for value in values:
+        log.append_as_leader(build_v2_batch([Record(None, value, 1000)]), epoch)
+
+
+def open_log(tmp_path, broker, tp):
+    return Log(str(tmp_path / f"broker{broker}" / f"{tp.topic}-{tp.partition}"), tp, CONFIG)
+
+
+def follower_partition(log, leader_epoch=9):
+    p = Partition(log.tp, FOLLOWER, log, lambda: 1, None)
+    p.make_follower(PartitionStateInfo(log.tp, 1, LEADER, leader_epoch, (LEADER, FOLLOWER), 0,
+                                       (LEADER, FOLLOWER)))
+    return p
+
+
+def start_fetcher(partitions):
+    fetcher = ReplicaFetcher(FOLLOWER, BrokerEndpoint(LEADER, "leader.invalid", 9092),
+                             {p.tp: p for p in partitions}.get, 50, 1, 1 << 20, 5.0)
+    fetcher.add({p.tp for p in partitions})
+    return fetcher
+
+
+def wait_for(condition, what, timeout=20):
+    with gevent.Timeout(timeout, AssertionError(f"timed out waiting until {what}")):
+        while not condition():
+            gevent.sleep(0.01)
+
+
+def same_bytes(a: Log, b: Log) -> bool:
+    return a.log_end_offset == b.log_end_offset and everything(a) == everything(b)
+
+
+def everything(log: Log) -> bytes:
+    return log.read(0, 1 << 20).to_bytes()
+
+
+def test_truncation_takes_as_many_rounds_as_the_epochs_need(tmp_path, leader):
+    """Issue 18's example.  Leader: epochs {0: 0, 2: 4, 4: 10}, LEO 10.  Follower: {0: 0, 1: 6,
+    3: 8}, LEO 9.  One round cut to 8 and kept the follower's offsets 4..7 (epochs 0 and 1)
+    under the leader's epoch 2 records 8 and 9; two rounds cut to 4."""
+    ours = open_log(tmp_path, LEADER, A)
+    write(ours, 0, b"m0", b"m1", b"m2", b"m3")
+    write(ours, 2, b"L4", b"L5", b"L6", b"L7", b"L8", b"L9")
+    ours.assign_epoch_start_offset(4)
+    leader.logs[A] = ours
+    theirs = open_log(tmp_path, FOLLOWER, A)
+    write(theirs, 0, b"m0", b"m1", b"m2", b"m3", b"F4", b"F5")
+    write(theirs, 1, b"F6", b"F7")
+    write(theirs, 3, b"F8")
+    p = follower_partition(theirs)
+    fetcher = start_fetcher([p])
+    try:
+        wait_for(lambda: A in fetcher.fetching and theirs.log_end_offset == 10, "the follower caught up")
+        assert everything(theirs) == everything(ours)
+        assert theirs.epoch_cache.entries() == [(0, 0), (2, 4)]
+    finally:
+        fetcher.stop()
+        theirs.close()
+
+
+def test_an_epoch_led_without_appending_does_not_stall_truncation(tmp_path, leader):
+    """The follower led epoch 2 without appending (it starts at its LEO 5); the leader
+    wrote epoch 1 at 5..6, and leads epoch 3 from 7.  Truncation must drop the empty
+    epoch 2 although no record is cut (or ask for it forever), and the leader's epoch 1
+    must be recorded when its records arrive."""
+    ours = open_log(tmp_path, LEADER, A)
+    write(ours, 0, b"m0", b"m1", b"m2", b"m3", b"m4")
+    write(ours, 1, b"m5", b"m6")
+    ours.assign_epoch_start_offset(3)
+    leader.logs[A] = ours
+    theirs = open_log(tmp_path, FOLLOWER, A)
+    write(theirs, 0, b"m0", b"m1", b"m2", b"m3", b"m4")
+    theirs.assign_epoch_start_offset(2)
+    p = follower_partition(theirs)
+    fetcher = start_fetcher([p])
+    try:
+        wait_for(lambda: A in fetcher.fetching and same_bytes(theirs, ours), "the follower caught up")
+        assert theirs.epoch_cache.entries() == [(0, 0), (1, 5)]
+    finally:
+        fetcher.stop()
+        theirs.close()
+
+
+def test_one_corrupt_partition_is_marked_failed_and_the_others_keep_moving(tmp_path, leader):
+    for tp in (A, B):
+        leader.logs[tp] = open_log(tmp_path, LEADER, tp)
+        write(leader.logs[tp], 0, b"v0", b"v1")
+    leader.corrupt.add(A)          # fetched first: the partitions are fetched in sorted order
+    logs = {tp: open_log(tmp_path, FOLLOWER, tp) for tp in (A, B)}
+    fetcher = start_fetcher([follower_partition(log) for log in logs.values()])
+    try:
+        wait_for(lambda: same_bytes(logs[B], leader.logs[B]), "b-0 caught up")
+        write(leader.logs[B], 0, b"v2", b"v3")
+        wait_for(lambda: same_bytes(logs[B], leader.logs[B]), "b-0 caught up again")
+        assert fetcher.failed_partitions == {A} and fetcher.fetching == {B} and not fetcher.needs_truncation
+        assert logs[A].log_end_offset == 0
+        assert leader.connections == 1, "the connection was closed for one partition's data"
+        # The next LeaderAndIsr for a-0 (a new epoch) tries it again.
+        leader.corrupt.clear()
+        fetcher.add({A})
+        assert not fetcher.failed_partitions
+        wait_for(lambda: same_bytes(logs[A], leader.logs[A]), "a-0 caught up after the retry")
+    finally:
+        fetcher.stop()
+        for log in logs.values():
+            log.close()
+
+
+def leader_and_isr(manager, epoch, *tps):
+    return manager.leader_and_isr({
+        "controller_id": 3, "controller_epoch": 1,
+        "live_leaders": [{"id": LEADER, "host": "leader.invalid", "port": 9092}],
+        "partition_states": [{"topic": tp.topic, "partition": tp.partition, "controller_epoch": 1,
+                              "leader": LEADER, "leader_epoch": epoch, "isr": [LEADER, FOLLOWER],
+                              "zk_version": 0, "replicas": [LEADER, FOLLOWER]} for tp in tps]}, 7)
+
+
+def test_replica_manager_counts_failed_partitions_until_their_next_leader_and_isr(tmp_path, leader):
+    for tp in (A, B):
+        leader.logs[tp] = open_log(tmp_path, LEADER, tp)
+        write(leader.logs[tp], 0, b"v0", b"v1")
+    leader.corrupt.add(B)
+    config = BrokerConfig({"broker.id": FOLLOWER, "zookeeper.connect": "127.0.0.1:1"})
+    logs = LogManager([str(tmp_path / "broker2")], CONFIG)
+    manager = ReplicaManager(config, logs, None, lambda topic: 1, lambda topic: CONFIG,
+                             lambda broker: None)
+    try:
+        assert leader_and_isr(manager, 1, A, B)["error_code"] == 0
+        wait_for(lambda: manager.failed_partition_count() == 1, "b-0 was marked failed")
+        assert manager.failed_partitions == {B}
+        wait_for(lambda: manager.partitions[A].log.log_end_offset == 2, "a-0 caught up")
+        leader.corrupt.clear()
+        leader_and_isr(manager, 2, B)
+        assert manager.failed_partition_count() == 0
+        wait_for(lambda: manager.partitions[B].log.log_end_offset == 2, "b-0 caught up after the retry")
+    finally:
+        manager.shutdown()
