@@ -70,8 +70,9 @@ def network_cluster(cluster_factory):
     networks = []
 
     def make(overrides=None):
-        cluster = cluster_factory(3, {"replica.lag.time.max.ms": LAG_MS, **(overrides or {})},
-                                  start=False, session_timeout_ms=SESSION_MS)
+        # Leadership moves only by the faults: no preferred-leader rebalance in the middle.
+        config = {"replica.lag.time.max.ms": LAG_MS, "auto.leader.rebalance.enable": False, **(overrides or {})}
+        cluster = cluster_factory(3, config, start=False, session_timeout_ms=SESSION_MS)
         networks.append(BrokerNetwork(cluster))
         cluster.start()
         return cluster, networks[-1]
