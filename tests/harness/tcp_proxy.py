@@ -164,7 +164,7 @@ class TcpProxy:
     def _pass_on(self, readable, peer, client):
         """Relay what ``readable`` sockets hold; False once one of them has closed."""
         with self._flow:
-            if not self._flowing:
+            if not self._flowing or self._holds(client):
                 # The black hole: leave the bytes unread.  Waiting here, rather than
                 # looping on select, keeps a cut relay idle.
                 self._flow.wait(POLL_S)
@@ -178,6 +178,12 @@ class TcpProxy:
                 if data:
                     peer[sock].sendall(data)
         return True
+
+    def _holds(self, client):
+        """Whether to relay nothing, either way, on ``client``'s connection for now: never
+        here; a subclass may black-hole chosen connections (called under the flow lock, so
+        a change made under it applies before the next byte passes)."""
+        return False
 
     def _upstream_part(self, client, upstream, data):
         """What to relay to ``upstream`` of ``data``, which ``client`` sent: all of it here;
