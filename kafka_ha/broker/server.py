@@ -84,7 +84,8 @@ class KafkaServer:
                                lambda t: t in self.metadata.partitions,
                                self.topic_configs.max_message_bytes,
                                FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
-                                                 cfg["min.incremental.fetch.session.eviction.ms"]))
+                                                 cfg["min.incremental.fetch.session.eviction.ms"]),
+                               fetch_max_bytes=cfg["fetch.max.bytes"])
         guard = ControllerRequestGuard(self.broker_id, lambda: read_active_controller(self.zk))
         self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
                                       GroupOffsets(self.zk, me), self._auto_create_topics,
