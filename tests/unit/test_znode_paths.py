@@ -62,12 +62,6 @@ def test_persistent_paths_cover_0_8_2_and_2_x_startup_lists() -> None:
     assert len(set(PERSISTENT_PATHS)) == len(PERSISTENT_PATHS)
 
 
-def test_admin_codecs_are_reachable_from_znodes_too() -> None:
-    assert znodes.TopicConfigZNode is admin_znodes.TopicConfigZNode
-    with pytest.raises(AttributeError):
-        znodes.NoSuchZNode  # noqa: B018
-
-
 # --- Topic names ---------------------------------------------------------------------
 
 
