@@ -38,10 +38,26 @@ class WatchEvent(enum.Enum):
 Watch = Callable[[WatchEvent], None]
 
 
-def _kazoo_watch(watch: Watch | None) -> Callable[[WatchedEvent], None] | None:
-    if watch is None:
-        return None
-    return lambda event: watch(WatchEvent(event.type))
+class _TranslatedWatch:
+    """A watch as kazoo calls it: equal to another for the same ``watch``, because kazoo
+    keeps a path's watchers in a set, so that setting one watch twice (as a broker
+    re-watching its registration after a reconnection does) calls it once."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+
+    def __call__(self, event: WatchedEvent) -> None:
+        self.watch(WatchEvent(event.type))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _TranslatedWatch) and other.watch == self.watch
+
+    def __hash__(self) -> int:
+        return hash(self.watch)
+
+
+def _kazoo_watch(watch: Watch | None) -> _TranslatedWatch | None:
+    return None if watch is None else _TranslatedWatch(watch)
 
 
 class MappedClient:

@@ -7,7 +7,6 @@ store operation's znodes and errors.
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn

@@ -169,3 +169,27 @@ def test_a_closed_session_fails_with_the_projects_error(zk):
     assert isinstance(failed.value, ZkSessionExpired)
     assert isinstance(failed.value, SessionExpiredError)
     assert error_text(failed.value).startswith("ConnectionClosedError")
+
+
+def test_a_watch_set_twice_is_called_once(zk):
+    """The broker re-watches its registration after every reconnection; the client
+    library keeps one watch per callback, and must still see one callback here."""
+    store = BrokerStore(zk)
+    store.ensure_persistent_paths()
+    store.create_registration(BrokerInfo(1, "h", 9092))
+    calls = []
+
+    class Registration:
+        def on_event(self, event):
+            calls.append(event)
+    watcher = Registration()
+    assert store.watch_registration(1, watcher.on_event)
+    assert store.watch_registration(1, watcher.on_event)  # a bound method: equal, not identical
+    later = threading.Event()
+    assert not store.watch_registration(2, lambda _e: later.set())
+    zk.delete("/brokers/ids/1")
+    store.create_registration(BrokerInfo(2, "h", 9093))
+    # Watches run one at a time in the order their events came: once the second has
+    # run, every call of the first has too.
+    assert later.wait(10)
+    assert calls == [WatchEvent.DELETED]

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kafka_ha.zk import admin_znodes, znodes
+from kafka_ha.zk import znodes
 from kafka_ha.zk.admin_znodes import (ConfigChangeZNode, ConsumerOffsetZNode, DeleteTopicZNode,
                                       IsrChangeNotificationZNode, PreferredReplicaElectionZNode,
                                       ReassignPartitionsZNode, TopicConfigZNode)
