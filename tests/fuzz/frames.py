@@ -54,6 +54,7 @@ class Frame(NamedTuple):
     correlation_id: int | None = None    # set when a well-formed answer may come back
     api_key: int | None = None
     api_version: int | None = None
+    silent: bool = False                 # a request the broker answers with nothing (acks=0)
 
 
 class FrameMaker:
@@ -160,7 +161,8 @@ class FrameMaker:
     def _request(self, key: int, version: int, body: dict, kind: str) -> Frame:
         cid = self._next_id()
         data = encode_request(key, version, cid, self.rng.choice(("fuzz", "x" * 32000, None)), body)
-        return Frame(kind, data, cid, key, version)
+        silent = key == ApiKey.PRODUCE and body.get("acks") == 0
+        return Frame(kind, data, cid, key, version, silent)
 
     def _value(self, t, name: str):
         rng = self.rng
