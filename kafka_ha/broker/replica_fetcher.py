@@ -192,6 +192,7 @@ class ReplicaFetcher:
             if records:
                 p.append_as_follower(records)
             p.set_follower_high_watermark(entry["high_watermark"])
+            p.maybe_increment_log_start_offset(entry["log_start_offset"])
             return False
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._handle_out_of_range(p)

@@ -134,7 +134,11 @@ class ReplicaManager:
 
     def _run_retention(self) -> None:
         if self.log_manager is not None:
-            self.log_manager.run_retention(now_ms())
+            # Each replica deletes only below its own HW (a leader's uncommitted records
+            # must outlive any retention setting); logs without a partition keep all.
+            hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
+            with self._writing("deleting old log segments"):
+                self.log_manager.run_retention(now_ms(), hws)
 
     # ---- controller requests --------------------------------------------------
 

@@ -1,16 +1,19 @@
 """All partition logs of a broker across its log directories, and their checkpoints.
 
-Each log directory holds ``<topic>-<partition>`` subdirectories plus three
+Each log directory holds ``<topic>-<partition>`` subdirectories plus four
 files: ``recovery-point-offset-checkpoint`` (how far each log is known to be
-flushed), ``replication-offset-checkpoint`` (high watermarks) and, between a
-clean shutdown and the next start, ``.kafka_cleanshutdown``.  The manager runs
+flushed), ``replication-offset-checkpoint`` (high watermarks),
+``log-start-offset-checkpoint`` (log start offsets that lie inside a log's
+first segment) and, between a clean shutdown and the next start,
+``.kafka_cleanshutdown``.  The manager runs
 no threads or greenlets: the broker calls :meth:`LogManager.flush_all`,
 :meth:`LogManager.checkpoint_high_watermarks` and
 :meth:`LogManager.run_retention` on its own schedule.
 
 Damage policy: a corrupt recovery-point checkpoint only costs time (every log
-is recovered from offset 0), so it is logged and ignored; a corrupt
-high-watermark checkpoint raises :class:`CorruptCheckpointError`, because
+is recovered from offset 0), and a corrupt log-start checkpoint only makes
+logs start at their first segment again, so both are logged and ignored; a
+corrupt high-watermark checkpoint raises :class:`CorruptCheckpointError`, because
 guessing high watermarks could expose or hide committed data.
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
@@ -59,6 +63,9 @@ class LogManager:
         # Logs per directory, kept as they come and go: counting them for every new
         # log made creating 10,000 partitions quadratic (4.5 s of CPU).
         self._log_count = {d: 0 for d in self.log_dirs}
+        # Partitions whose log was deleted since the checkpoints were last written:
+        # their old recovery point and log start must not apply to a new log.
+        self._deleted_since_checkpoint: set[TopicPartition] = set()
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             self._load_dir(log_dir)
@@ -71,6 +78,11 @@ class LogManager:
         except CorruptCheckpointError as exc:
             log.warning("%s; recovering every log in %s from offset 0", exc, log_dir)
             recovery_points, clean = {}, False
+        try:
+            log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_CHECKPOINT)).read()
+        except CorruptCheckpointError as exc:
+            log.warning("%s; the logs in %s start at their first segment", exc, log_dir)
+            log_starts = {}
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -81,7 +93,8 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise RuntimeError(f"partition {tp} has a log in both {self._dir_of[tp]} and {log_dir}")
-            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean)
+            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean,
+                                 log_starts.get(tp, 0))
             self._dir_of[tp] = log_dir
             self._log_count[log_dir] += 1
         if clean:
@@ -100,6 +113,8 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        if tp in self._deleted_since_checkpoint:
+            self.checkpoint_recovery_points()         # rare: a partition deleted and created again
         log_dir = min(self.log_dirs, key=self._log_count.__getitem__)
         path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}")
         created = Log(path, tp, config or self._config_for(tp.topic))
@@ -113,6 +128,7 @@ class LogManager:
         if removed is None:
             return False
         self._log_count[self._dir_of.pop(tp)] -= 1
+        self._deleted_since_checkpoint.add(tp)
         removed.delete()
         log.info("deleted log for %s", tp)
         return True
@@ -131,8 +147,14 @@ class LogManager:
         self._write_per_dir(HIGH_WATERMARK_CHECKPOINT, {tp: hw for tp, hw in hws.items() if tp in self._dir_of})
 
     def checkpoint_recovery_points(self) -> None:
+        """Write each directory's recovery points, and its log start offsets that a restart
+        could not see in the segment files (as Kafka, those above their log's first segment)."""
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT,
                             {tp: lg.recovery_point for tp, lg in self._logs.items()})
+        self._write_per_dir(LOG_START_CHECKPOINT,
+                            {tp: lg.log_start_offset for tp, lg in self._logs.items()
+                             if lg.log_start_offset > lg.segment_base_offsets()[0]})
+        self._deleted_since_checkpoint.clear()
 
     def _write_per_dir(self, file_name: str, offsets: Mapping[TopicPartition, int]) -> None:
         for log_dir in self.log_dirs:
@@ -141,13 +163,12 @@ class LogManager:
 
     # --- periodic work -------------------------------------------------------------------------------------
 
-    def run_retention(self, now_ms: int,
-                      high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
-        """Apply retention to every log; returns the number of segments deleted."""
+    def run_retention(self, now_ms: int, high_watermarks: Mapping[TopicPartition, int]) -> int:
+        """Apply retention to every log, each below its high watermark; returns the number
+        of segments deleted.  A log without one (no LeaderAndIsr for it yet) keeps everything."""
         deleted = 0
         for tp, lg in self._logs.items():
-            hw = None if high_watermarks is None else high_watermarks.get(tp, lg.log_start_offset)
-            deleted += lg.delete_old_segments(now_ms, hw)
+            deleted += lg.delete_old_segments(now_ms, high_watermarks.get(tp, lg.log_start_offset))
         return deleted
 
     def flush_dirty_logs(self, now: int) -> int:
