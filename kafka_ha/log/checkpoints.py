@@ -156,14 +156,11 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        # Not fsynced: it is written on every leadership change of every
-        # partition (10k fsyncs would stall a broker for seconds during a
-        # failover), and a lost or torn file is rebuilt from the epochs stamped
-        # in the log's own batches at the next start-up.
+    def write(self, entries: Iterable[tuple[int, int]], durable: bool = True) -> None:
+        """Replace the file (see :func:`atomic_write` for ``durable``)."""
         entries = list(entries)
         atomic_write(self.path, _render((f"{epoch} {start}" for epoch, start in entries), len(entries)),
-                     durable=False)
+                     durable=durable)
 
     def read(self) -> list[tuple[int, int]] | None:
         """The ``(epoch, start_offset)`` pairs in file order; None if the file does not exist."""

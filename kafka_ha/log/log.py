@@ -70,7 +70,7 @@ class Log:
         self._bases = [s.base_offset for s in self._segments]
         # A checkpointed start beyond what recovery kept cannot be honoured: clamp it.
         self._log_start_offset = max(self._bases[0], min(log_start_offset, self.log_end_offset))
-        self.epoch_cache = load_epoch_cache(dir, self._segments)
+        self.epoch_cache = load_epoch_cache(dir, self._segments, recovered)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         # After recovery everything up to the LEO has been verified (Kafka does the same).
         self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
@@ -340,6 +340,8 @@ class Log:
         if self._dir_dirty:
             fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
             self._dir_dirty = False
+        # The epochs of the records about to become durable, and of any truncation.
+        self.epoch_cache.sync()
         if target <= self.recovery_point:
             return
         for i, segment in enumerate(self._segments):

@@ -244,7 +244,8 @@ def test_flush_advances_the_recovery_point(lg, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
     lg.flush(up_to=30)
-    assert lg.recovery_point == 30 and len(synced) == 2 * 2 + 1          # two segments (log+index), the dir
+    # two segments (log + index), the log's directory, the epoch checkpoint (file + directory)
+    assert lg.recovery_point == 30 and len(synced) == 2 * 2 + 1 + 2
     lg.flush()
     assert lg.recovery_point == 80
 
