@@ -3,10 +3,10 @@
 Two formats, both ``<version 0>\\n<count>\\n`` followed by ``count`` lines:
 
 - :class:`OffsetCheckpointFile`: ``topic partition offset`` lines
-  (``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``;
-  controller.md §16, 0.8.2 ``OffsetCheckpoint.scala``).
+  (``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint``; 0.8.2 ``OffsetCheckpoint.scala``).
 - :class:`LeaderEpochCheckpointFile`: ``epoch start_offset`` lines
-  (``leader-epoch-checkpoint``; failure-scenarios.md §2).
+  (``leader-epoch-checkpoint``).
 
 A write goes to ``<path>.tmp``, is fsynced, renamed over ``path`` and the
 directory fsynced, so a crash leaves the old or the new file, never a mix.

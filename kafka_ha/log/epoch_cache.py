@@ -1,9 +1,8 @@
 """The leader epoch cache of one partition: which epoch started at which offset.
 
-KIP-101 / KIP-279 (failure-scenarios.md §2-3; Kafka's
-``LeaderEpochFileCache``).  The cache is pure logic over a sorted list of
-``(epoch, start_offset)``; when given a checkpoint file it rewrites it after
-every change so that a restart sees the same epochs.
+KIP-101 / KIP-279 (Kafka's ``LeaderEpochFileCache``).  The cache is pure
+logic over a sorted list of ``(epoch, start_offset)``; when given a checkpoint
+file it rewrites it after every change so that a restart sees the same epochs.
 
 Those rewrites are atomic (a rename) but not durable: an fsync per epoch
 change of thousands of partitions would stall a failover, and before the
