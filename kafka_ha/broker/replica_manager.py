@@ -9,6 +9,8 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
+import shutil
+import time
 from typing import Any, Callable
 
 import gevent
@@ -31,6 +33,8 @@ state_change = logging.getLogger(LOGGER_NAME)
 YIELD_EVERY_MS = 50
 # Intervals at or above this (~31 years) mean "never": gevent's timers cannot take Long.MAX_VALUE.
 NEVER_MS = 10**12
+# How often the directories of deleted logs are looked for and removed.
+DELETE_LOGS_INTERVAL_S = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,7 @@ class ReplicaManager:
                          self._run_retention),
             gevent.spawn(self._every, self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                          self.checkpoint_recovery_points),
+            gevent.spawn(self._every, DELETE_LOGS_INTERVAL_S, self._delete_doomed_logs),
         ]
         flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
         if flush_check_ms < NEVER_MS:   # Kafka's default is Long.MAX_VALUE: no flusher at all
@@ -139,6 +144,15 @@ class ReplicaManager:
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
             with self._writing("deleting old log segments"):
                 self.log_manager.run_retention(now_ms(), hws)
+
+    def _delete_doomed_logs(self) -> None:
+        """Remove the renamed directories of deleted logs, in a native thread: unlinking
+        gigabytes takes a while, and the gevent loop keeps serving meanwhile."""
+        if self.log_manager is not None:
+            pool = gevent.get_hub().threadpool
+            with self._writing("deleting the logs of deleted partitions"):
+                self.log_manager.delete_doomed_logs(time.monotonic(),
+                                                    lambda path: pool.apply(shutil.rmtree, (path,)))
 
     # ---- controller requests --------------------------------------------------
 
@@ -274,7 +288,8 @@ class ReplicaManager:
             if partition is not None:
                 partition.stop()
             if delete and self.log_manager is not None:
-                self.log_manager.delete_log(tp)
+                with self._writing(f"deleting the log of {tp}"):
+                    self.log_manager.delete_log(tp)      # a rename: the files go in the background
                 self._checkpointed_hws.pop(tp, None)
             lines.info(f"Broker {self.broker_id} completed StopReplica (delete={str(delete).lower()}) "
                        f"{source} for partition {tp}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import shutil
 import time
 from typing import NamedTuple
 
@@ -356,9 +355,11 @@ class Log:
             segment.close()
         self._bury_dead(float("inf"))
 
-    def delete(self) -> None:
-        self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def rename_dir(self, new_dir: str) -> None:
+        """Move the log's directory (to delete it: see :mod:`.log_deletion`).  Open
+        descriptors stay valid; the log must take no more writes."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, {self.log_start_offset}..{self.log_end_offset}, {len(self._segments)} segments)"

@@ -1,14 +1,15 @@
 """All partition logs of a broker across its log directories, and their checkpoints.
 
-Each log directory holds ``<topic>-<partition>`` subdirectories plus four
+Each log directory holds ``<topic>-<partition>`` subdirectories (and, for
+deleted logs, ``<topic>-<partition>.<id>-delete`` ones: :mod:`.log_deletion`) plus four
 files: ``recovery-point-offset-checkpoint`` (how far each log is known to be
 flushed), ``replication-offset-checkpoint`` (high watermarks),
 ``log-start-offset-checkpoint`` (log start offsets that lie inside a log's
 first segment) and, between a clean shutdown and the next start,
 ``.kafka_cleanshutdown``.  The manager runs
 no threads or greenlets: the broker calls :meth:`LogManager.flush_all`,
-:meth:`LogManager.checkpoint_high_watermarks` and
-:meth:`LogManager.run_retention` on its own schedule.
+:meth:`LogManager.checkpoint_high_watermarks`, :meth:`LogManager.run_retention`
+and :meth:`LogManager.delete_doomed_logs` on its own schedule.
 
 Damage policy: a corrupt recovery-point checkpoint only costs time (every log
 is recovered from offset 0), and a corrupt log-start checkpoint only makes
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import time
 from typing import Callable, Mapping
 
 from kafka_ha.model import TopicPartition
@@ -27,6 +30,7 @@ from kafka_ha.model import TopicPartition
 from .checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from .config import LogConfig
 from .log import Log
+from .log_deletion import DoomedLogs, is_doomed_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ class LogManager:
         # Partitions whose log was deleted since the checkpoints were last written:
         # their old recovery point and log start must not apply to a new log.
         self._deleted_since_checkpoint: set[TopicPartition] = set()
+        self._doomed = DoomedLogs()
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             self._load_dir(log_dir)
@@ -86,6 +91,9 @@ class LogManager:
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
+                continue
+            if is_doomed_dir_name(name):
+                self._doomed.found_at_start_up(path)      # never loaded, whatever is left of it
                 continue
             tp = parse_log_dir_name(name)
             if tp is None:
@@ -124,14 +132,22 @@ class LogManager:
         return created
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        removed = self._logs.pop(tp, None)
-        if removed is None:
+        """Rename the log of ``tp`` for deletion (one rename, no fsync, nothing removed
+        yet: :meth:`delete_doomed_logs` does that); False if there is none."""
+        doomed = self._logs.get(tp)
+        if doomed is None:
             return False
+        path = self._doomed.doom(doomed, time.monotonic())
+        del self._logs[tp]
         self._log_count[self._dir_of.pop(tp)] -= 1
         self._deleted_since_checkpoint.add(tp)
-        removed.delete()
-        log.info("deleted log for %s", tp)
+        log.info("Log for partition %s is renamed to %s and is scheduled for deletion", tp, path)
         return True
+
+    def delete_doomed_logs(self, now: float, remove_tree: Callable[[str], None] = shutil.rmtree) -> int:
+        """Remove the directories of deleted logs, close their files once file.delete.delay.ms
+        has passed (``now`` from ``time.monotonic()``); returns how many directories went."""
+        return self._doomed.remove_due(now, remove_tree)
 
     # --- checkpoints ------------------------------------------------------------------------------------
 
@@ -190,6 +206,7 @@ class LogManager:
         self.flush_all()
         for lg in self._logs.values():
             lg.close()
+        self._doomed.close()
         for log_dir in self.log_dirs:
             with open(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), "w"):
                 pass
