@@ -9,6 +9,7 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from typing import Any, Callable
@@ -37,6 +38,12 @@ NEVER_MS = 10**12
 DELETE_LOGS_INTERVAL_S = 1.0
 
 log = logging.getLogger(__name__)
+
+
+def _fsync_in_a_thread(fd: int) -> None:
+    """fsync of a segment file off the gevent loop: it can take seconds for a large
+    segment, and the loop must keep serving (and answering ZooKeeper) meanwhile."""
+    gevent.get_hub().threadpool.apply(os.fsync, (fd,))
 
 
 class ReplicaManager:
@@ -123,15 +130,19 @@ class ReplicaManager:
 
     def checkpoint_recovery_points(self) -> None:
         """How far each log is known to be on disk, so that a restart after a crash
-        recovers only what came after (log.flush.offset.checkpoint.interval.ms)."""
+        recovers only what came after (log.flush.offset.checkpoint.interval.ms).
+        Rolled segments are flushed first, as Kafka does on every roll: without flush
+        settings the recovery points would otherwise never move while the broker runs."""
         if self.log_manager is not None:
+            with self._writing("flushing rolled log segments"):
+                self.log_manager.flush_rolled_segments(_fsync_in_a_thread)
             with self._writing("writing the recovery point checkpoint"):
                 self.log_manager.checkpoint_recovery_points()
 
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:
             with self._writing("flushing logs"):
-                self.log_manager.flush_dirty_logs(monotonic_ms())
+                self.log_manager.flush_dirty_logs(monotonic_ms(), _fsync_in_a_thread)
 
     def _writing(self, action: str) -> HaltOnIOError:
         """Guards a write to the log directories: an OSError in it halts the broker."""

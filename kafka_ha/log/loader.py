@@ -71,6 +71,8 @@ def load_segments(dir: str, config: LogConfig, recovery_point: int,
         unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
         if not (unflushed or segment.tail_damaged):
             continue
+        log.info("[Log partition=%s, dir=%s] Recovering %s segment %d", os.path.basename(dir),
+                 os.path.dirname(dir), "unflushed" if unflushed else "damaged", segment.base_offset)
         recovered.append(segment)
         truncated = segment.recover(config.max_message_bytes)
         if truncated and i + 1 < len(segments):

@@ -4,7 +4,8 @@ Appends take a producer's (leader) or the leader's (follower) record set as
 opaque bytes: :mod:`kafka_ha.records.validate` assigns or checks offsets, and
 the buffer is written to the active segment in one ``write``.  Reads return
 file slices, never copies.  Nothing here starts threads or timers; the broker
-calls :meth:`Log.flush` and :meth:`Log.delete_old_segments` periodically.
+calls :meth:`Log.flush`, :meth:`Log.flush_rolled_segments` and
+:meth:`Log.delete_old_segments` periodically.
 Startup recovery is in :mod:`.loader`.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import bisect
 import logging
 import os
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
@@ -78,6 +79,7 @@ class Log:
         self.last_flush_ms = clock.monotonic_ms()  # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
         self._graveyard: list[tuple[float, LogSegment]] = []
+        self._truncations = 0          # a flush that yields checks it did not change meanwhile
         log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
                  self.log_end_offset, len(self._segments), self.epoch_cache.entries())
 
@@ -263,6 +265,7 @@ class Log:
         if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._truncations += 1
         keep = bisect.bisect_right(self._bases, offset)
         for segment in self._segments[keep:]:
             self._retire(segment)
@@ -277,6 +280,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue empty at ``offset`` (e.g. the leader's log start moved past ours)."""
+        self._truncations += 1
         for segment in self._segments:
             self._retire(segment)
         self._segments = [LogSegment(self.dir, offset, self.config.index_interval_bytes)]
@@ -331,24 +335,44 @@ class Log:
 
     # --- durability and lifecycle ---------------------------------------------------------------------
 
-    def flush(self, up_to: int | None = None) -> None:
+    def flush(self, up_to: int | None = None, fsync: Callable[[int], None] | None = None) -> None:
         """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
-        the recovery point (default: to the LEO)."""
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        self.last_flush_ms = clock.monotonic_ms()
+        the recovery point (default: to the LEO).
+
+        ``fsync`` (default ``os.fsync``) syncs the segment files; the broker passes one
+        that runs in a native thread, so other greenlets may append to, truncate or
+        flush this log meanwhile.  Appends after the start are not claimed; after a
+        truncation meanwhile the recovery point does not advance (the flushed
+        offsets may hold other records by now).
+        """
+        leo, truncations, unflushed = self.log_end_offset, self._truncations, self._unflushed_messages
+        target = leo if up_to is None else min(up_to, leo)
+        if target == leo:
+            self.last_flush_ms = clock.monotonic_ms()   # flush.ms counts what is still unflushed
         if self._dir_dirty:
-            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
             self._dir_dirty = False
+            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
         # The epochs of the records about to become durable, and of any truncation.
         self.epoch_cache.sync()
         if target <= self.recovery_point:
             return
-        for i, segment in enumerate(self._segments):
-            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+        for segment, next_base in zip(list(self._segments), self._bases[1:] + [None]):
             if segment.base_offset < target and (next_base is None or next_base > self.recovery_point):
-                segment.flush()
-        self.recovery_point = target
-        self._unflushed_messages = 0
+                segment.flush(fsync)
+        if self._truncations != truncations:
+            return
+        self.recovery_point = max(self.recovery_point, target)
+        if target == leo:
+            self._unflushed_messages = max(0, self._unflushed_messages - unflushed)
+
+    def flush_rolled_segments(self, fsync: Callable[[int], None] | None = None) -> bool:
+        """Flush up to the active segment, as Kafka does when a segment rolls, so that the
+        recovery point moves without flush settings; False if there was nothing to do."""
+        active_base = self._bases[-1]
+        if active_base <= self.recovery_point:
+            return False
+        self.flush(active_base, fsync)
+        return True
 
     def close(self) -> None:
         for segment in self._segments:

@@ -88,6 +88,8 @@ class LogManager:
         except CorruptCheckpointError as exc:
             log.warning("%s; the logs in %s start at their first segment", exc, log_dir)
             log_starts = {}
+        if clean:
+            log.info("Found clean shutdown file. Skipping recovery for all logs in data directory: %s", log_dir)
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -187,13 +189,19 @@ class LogManager:
             deleted += lg.delete_old_segments(now_ms, high_watermarks.get(tp, lg.log_start_offset))
         return deleted
 
-    def flush_dirty_logs(self, now: int) -> int:
+    def flush_dirty_logs(self, now: int, fsync: Callable[[int], None] | None = None) -> int:
         """Flush every log whose flush.ms has passed since its last flush (Kafka's
-        ``flushDirtyLogs``; ``now`` from ``clock.monotonic_ms``); returns how many."""
+        ``flushDirtyLogs``; ``now`` from ``clock.monotonic_ms``); returns how many.
+        ``fsync``: see :meth:`Log.flush`."""
         due = [lg for lg in self._logs.values() if lg.flush_due(now)]
         for lg in due:
-            lg.flush()
+            lg.flush(fsync=fsync)
         return len(due)
+
+    def flush_rolled_segments(self, fsync: Callable[[int], None] | None = None) -> int:
+        """Flush every log up to its active segment (Kafka flushes on every roll), so that
+        recovery points advance without flush settings; returns how many logs were flushed."""
+        return sum(lg.flush_rolled_segments(fsync) for lg in list(self._logs.values()))
 
     def flush_all(self) -> None:
         """fsync every log up to its LEO, then record the new recovery points."""
