@@ -159,3 +159,16 @@ def test_the_broker_removes_deleted_logs_in_a_native_thread(log_dir, monkeypatch
     rm._delete_doomed_logs()
     assert doomed_dirs(log_dir) == [] and removed_in and removed_in[0] != threading.get_ident()
     mgr.close()
+
+
+def test_a_partition_created_again_never_inherits_the_old_logs_checkpointed_offsets(log_dir):
+    mgr, lg = manager_with_a_log(log_dir)
+    lg.maybe_increment_log_start_offset(22)
+    mgr.flush_all()                                         # checkpointed: log start 22, recovery point 40
+    mgr.delete_log(TP("a", 0))
+    again = mgr.get_or_create_log(TP("a", 0))
+    for _ in range(10):
+        again.append_as_leader(batch(), 1)                  # then a crash before the next checkpoint
+    restarted = LogManager([log_dir], CONFIG)
+    assert restarted.get_log(TP("a", 0)).log_start_offset == 0, "offsets 0..21 of the new log hidden"
+    restarted.close()
