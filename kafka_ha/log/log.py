@@ -357,6 +357,10 @@ class Log:
         if target <= self.recovery_point:
             return
         for segment, next_base in zip(list(self._segments), self._bases[1:] + [None]):
+            if self._truncations != truncations:
+                return
+            if segment.base_offset < self._bases[0]:
+                continue                  # retention deleted it meanwhile
             if segment.base_offset < target and (next_base is None or next_base > self.recovery_point):
                 segment.flush(fsync)
         if self._truncations != truncations:
