@@ -153,17 +153,15 @@ class ReplicaManager:
             # Each replica deletes only below its own HW (a leader's uncommitted records
             # must outlive any retention setting); logs without a partition keep all.
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
-            with self._writing("deleting old log segments"):
-                self.log_manager.run_retention(now_ms(), hws)
+            self.log_manager.run_retention(now_ms(), hws)
 
     def _delete_doomed_logs(self) -> None:
         """Remove the renamed directories of deleted logs, in a native thread: unlinking
-        gigabytes takes a while, and the gevent loop keeps serving meanwhile."""
+        gigabytes takes a while, and the gevent loop keeps serving meanwhile.  Like
+        retention, this only deletes: a failure is logged and tried again."""
         if self.log_manager is not None:
             pool = gevent.get_hub().threadpool
-            with self._writing("deleting the logs of deleted partitions"):
-                self.log_manager.delete_doomed_logs(time.monotonic(),
-                                                    lambda path: pool.apply(shutil.rmtree, (path,)))
+            self.log_manager.delete_doomed_logs(time.monotonic(), lambda path: pool.apply(shutil.rmtree, (path,)))
 
     # ---- controller requests --------------------------------------------------
 
