@@ -368,6 +368,17 @@ def test_delete_topic_znodes_removes_assignment_states_config_and_marker(backend
     store.delete_topic_znodes("t")  # already gone: nothing to do, no error
 
 
+def test_deleting_a_topic_larger_than_one_multi(backend):
+    store, zk = elected(backend, 1)
+    partitions = {p: (1,) for p in range(600)}  # 1,201 znodes under the topic
+    write_topic(zk, "wide", partitions)
+    created = store.create_states({TopicPartition("wide", p): LeaderAndIsr(1, 0, (1,), 1)
+                                   for p in partitions})
+    assert len(created.written) == 600
+    store.delete_topic_znodes("wide")
+    assert zk.exists("/brokers/topics/wide") is None
+
+
 def test_a_deposed_store_deletes_no_topic_znode(backend):
     store, zk = elected(backend, 1)
     store.create_states({TP: LeaderAndIsr(1, 0, (1,), 1)})

@@ -199,9 +199,21 @@ class FakeControllerStore:
     # ---- fenced writes --------------------------------------------------
 
     def delete_topic_znodes(self, topic: str) -> None:
-        self.zk.delete(zn.TopicZNode.path(topic), recursive=True)
-        for path in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic)):
-            self.fenced_delete(path)
+        """Every znode of the topic, children first, in one fenced multi."""
+        paths = self._subtree(zn.TopicZNode.path(topic))[::-1]
+        paths += [p for p in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic))
+                  if self.zk.exists(p) is not None]
+        results = self._fenced([("delete", path, -1) for path in paths])
+        if _failed(results):
+            raise next(r for r in results[1:] if not _rolled_back(r))
+
+    def _subtree(self, path: str) -> list[str]:
+        """``path`` and everything under it, parents first; [] if it is gone."""
+        try:
+            children = self.zk.get_children(path)
+        except NoNodeError:
+            return []
+        return [path] + [p for c in children for p in self._subtree(f"{path}/{c}")]
 
     def write_assignment(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
         self.fenced_set(zn.TopicZNode.path(topic),
