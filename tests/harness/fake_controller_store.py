@@ -354,3 +354,15 @@ def take_over(zk, broker_id: int) -> int:
     zk.set(EPOCH_PATH, zn.ControllerEpochZNode.encode(epoch), version=stat.version)
     zk.create(CONTROLLER_PATH, zn.ControllerZNode.encode(broker_id, _now_ms()), ephemeral=True)
     return epoch
+
+
+def change_isr(zk, tp: TopicPartition, isr: tuple[int, ...]) -> LeaderAndIsr:
+    """What a leader does when its ISR changes: rewrite the state (same leader and epoch)
+    and leave an ISR change notification for the controller."""
+    current = read_state(zk, tp)
+    new = LeaderAndIsr(current.leader, current.leader_epoch, isr, current.controller_epoch)
+    zk.set(zn.TopicPartitionStateZNode.path(*tp), zn.TopicPartitionStateZNode.encode(new),
+           version=current.zk_version)
+    zk.create(azn.IsrChangeNotificationZNode.PREFIX, azn.IsrChangeNotificationZNode.encode([tp]),
+              sequence=True)
+    return new
