@@ -133,6 +133,7 @@ class ControllerUnderTest:
         self.session = zk.client()
         self.store = FakeControllerStore(self.session, broker_id)
         self.channels: list[RecordingChannel] = []
+        self.stopped = False
         # No rebalance timer: it would queue events on its own clock.
         values = {"broker.id": broker_id, "zookeeper.connect": "fake:2181",
                   "auto.leader.rebalance.enable": False, **(config or {})}
@@ -157,6 +158,12 @@ class ControllerUnderTest:
         self.handle(ev.Startup())
         return self
 
+    def shutdown(self) -> None:
+        """What the broker's shutdown does: a Shutdown event, then the loop stops, so the
+        events queued behind it (its own /controller deletion's) are never handled."""
+        self.controller.loop.dispatch(ev.Shutdown())
+        self.stopped = True
+
     def handle(self, event: object) -> None:
         """Dispatch ``event``, then everything it and the watches queued."""
         self.controller.loop.dispatch(event)
@@ -166,7 +173,7 @@ class ControllerUnderTest:
         """Dispatch the queued events (watches queue them) until none is left."""
         queue = self.controller.loop._queue
         handled = 0
-        while not queue.empty():
+        while not queue.empty() and not self.stopped:
             handled += 1
             assert handled <= MAX_EVENTS_PER_STEP, "the controller's events never settle"
             self.controller.loop.dispatch(queue.get_nowait())
