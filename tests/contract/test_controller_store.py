@@ -121,8 +121,11 @@ def election_lost_to(owner):
 
 def test_the_next_election_after_a_resignation_bumps_the_epoch_again(backend):
     first, zk = elected(backend, 1)
+    first.resign(delete_znode=False)
+    assert zk.exists("/controller") is not None, "left to expire with the session"
     first.resign(delete_znode=True)
     assert zk.exists("/controller") is None
+    first.resign(delete_znode=True)  # already gone
     second, _ = backend.store(2)
     assert second.try_elect().epoch == 2
     first.resign(delete_znode=True)  # not its znode any more: left alone
@@ -137,6 +140,7 @@ def test_controller_id_reports_missing_and_malformed_and_its_watch_fires_on_crea
     watch.wait(1)
     assert watch.events == [("CREATED", "/controller")]
     assert store.controller_id() == -1
+    assert store.try_elect() == election_lost_to(-1)
     zk.set("/controller", b"7")  # the pre-JSON form
     assert store.controller_id() == 7
     assert store.try_elect() == election_lost_to(7)
