@@ -58,10 +58,13 @@ def backend(request):
         return
     ensemble = request.getfixturevalue("zk_ensemble")
     chroot = f"/store-{uuid.uuid4().hex[:10]}"
+    # Every session of a test talks to the same server: a server answers reads from its
+    # own copy, so a session on another server could read a write before it arrived there.
+    server = ensemble.connect_string.split(",")[0]
     clients = []
 
     def client():
-        zk = KazooClient(hosts=ensemble.connect_string + chroot, timeout=10)
+        zk = KazooClient(hosts=server + chroot, timeout=10)
         zk.start(timeout=30)
         clients.append(zk)
         return zk
