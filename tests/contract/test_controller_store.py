@@ -24,9 +24,9 @@ from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Elect
 from kafka_ha.zk.errors import MalformedZnode
 from kafka_ha.zk.schemas import validate_znode
 from tests.harness.cluster import wait_until
-from tests.harness.fake_controller_store import (FakeControllerStore, prepare_namespace, read_state,
-                                                 register_broker, take_over, write_state,
-                                                 write_topic)
+from tests.harness.fake_controller_store import (FakeControllerStore, deregister_broker,
+                                                 prepare_namespace, read_state, register_broker,
+                                                 take_over, write_state, write_topic)
 from tests.harness.fake_zookeeper import FakeZooKeeper
 
 TP = TopicPartition("t", 0)
@@ -276,7 +276,7 @@ def test_live_brokers_skip_malformed_registrations_and_a_bounce_changes_the_epoc
     broker_3.create("/brokers/ids/not-a-broker", b"", ephemeral=True)
     live = store.live_brokers()
     assert list(live) == [2] and (live[2].host, live[2].port) == ("127.0.0.1", 9002)
-    broker_2.delete("/brokers/ids/2")
+    deregister_broker(broker_2, 2)
     register_broker(broker_2, 2)
     assert store.live_brokers()[2].epoch > live[2].epoch, "a new registration has a new czxid"
 

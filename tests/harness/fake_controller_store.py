@@ -203,6 +203,8 @@ class FakeControllerStore:
         paths = self._subtree(zn.TopicZNode.path(topic))[::-1]
         paths += [p for p in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic))
                   if self.zk.exists(p) is not None]
+        if not paths:
+            return  # as the real store: no multi, so no fence to meet
         results = self._fenced([("delete", path, -1) for path in paths])
         if _failed(results):
             raise next(r for r in results[1:] if not _rolled_back(r))
