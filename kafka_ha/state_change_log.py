@@ -29,7 +29,10 @@ class StateChangeBatch:
 
     def emit(self) -> None:
         if self.lines and _logger.isEnabledFor(logging.INFO):
-            _logger.info("%s", "\n".join(self.lines))
+            # The text is the message itself, not an argument: the broker's flood guard
+            # cuts long arguments (client-supplied strings), and these lines are ours.
+            # Without arguments, logging does not %-format it.
+            _logger.info("\n".join(self.lines))
         self.lines = []
 
 

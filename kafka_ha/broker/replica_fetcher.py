@@ -132,6 +132,7 @@ class ReplicaFetcher:
         response = self._request(ApiKey.OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION, {"topics": [
             {"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
         not_ready = False
+        done = 0
         for topic in response["topics"]:
             for entry in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], entry["partition"])
@@ -149,7 +150,10 @@ class ReplicaFetcher:
                 if complete:
                     self.needs_truncation.discard(tp)
                     self.fetching.add(tp)
+                    done += 1
                 # else: it stays in needs_truncation and asks again with its new latest epoch
+        log.info("Broker %d: truncation by leader epoch done for %d partition(s) of leader %d, "
+                 "%d still to ask", self.broker_id, done, self.source.broker_id, len(self.needs_truncation))
         if not_ready:
             gevent.sleep(BACKOFF_S / 5)
 
