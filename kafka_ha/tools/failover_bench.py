@@ -43,7 +43,7 @@ from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
 from kafka_ha.tools.controller_bench import Bench as ControllerBench, free_ports, progress, wait_for
 from kafka_ha.tools.local_cluster import LocalCluster
-from kafka_ha.tools.zk_ensemble import Ensemble
+from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.multi_read import get_many
 
@@ -257,6 +257,21 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
+    """A 3-node ensemble on free ports: a port range found free can be taken before
+    ZooKeeper binds it on a machine shared with other runs, so try a few."""
+    for attempt in range(attempts):
+        ensemble = Ensemble(path, nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
+        try:
+            ensemble.start()
+            return ensemble
+        except EnsembleError:
+            ensemble.stop()
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kafka-failover-bench.sh", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -269,8 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
     args = p.parse_args(argv)
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-failover-")
-    ensemble = Ensemble(Path(args.dir) / "zk", nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
-    ensemble.start()
+    ensemble = start_ensemble(Path(args.dir) / "zk")
     rows = []
     try:
         for n in [int(x) for x in args.partitions.split(",") if x]:
