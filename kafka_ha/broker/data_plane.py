@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import gevent
 
+from kafka_ha.broker.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.partition import Partition
 from kafka_ha.clock import monotonic_ms, now_ms
@@ -92,10 +93,11 @@ class DataPlane:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
         # tp -> [error, base_offset, AppendResult, the Partition appended to]
         results: dict[TopicPartition, list] = {}
-        for topic in request["topic_data"]:
-            for part in topic["partition_data"]:
-                tp = TopicPartition(topic["name"], part["index"])
-                results[tp] = self._append(tp, part["records"], acks)
+        # In slices: a first write to thousands of partitions must not hold the loop
+        # (requests of one connection stay in order: they are served one at a time).
+        for topic, part in yielding((t, p) for t in request["topic_data"] for p in t["partition_data"]):
+            tp = TopicPartition(topic["name"], part["index"])
+            results[tp] = self._append(tp, part["records"], acks)
         if acks == 0:
             return None
         if acks == -1:
