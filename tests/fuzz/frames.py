@@ -149,8 +149,11 @@ class FrameMaker:
     # ---- helpers ---------------------------------------------------------------
 
     def _forge(self, body: dict) -> None:
+        # Never the real controller's id: a mutation could turn the epoch into the real
+        # one, and a request with the real (id, epoch) is, without authentication,
+        # indistinguishable from the controller's own.
         body["controller_epoch"] = self.controller_epoch + self.rng.randint(1, 1000)
-        body["controller_id"] = self.rng.choice((4242, self.controller_id))
+        body["controller_id"] = self.rng.choice((4242, 1000 + self.rng.randrange(1000)))
         for entry in body.get("partition_states", []) + body.get("partitions", []):
             entry["topic"] = FORGED_PREFIX + str(self.rng.randrange(3))
 
