@@ -32,7 +32,7 @@ VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
-DOWN_CONVERT_MAX_BYTES = 1 << 20     # most stored bytes one answer to a Fetch v0-3 reader converts
+DOWN_CONVERT_MAX_BYTES = 1 << 19     # most stored bytes one answer to a Fetch v0-3 reader converts
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
