@@ -29,7 +29,11 @@ class StateChangeBatch:
 
     def emit(self) -> None:
         if self.lines and _logger.isEnabledFor(logging.INFO):
-            _logger.info("%s", "\n".join(self.lines))
+            # The text is the message itself, not a "%s" argument: the broker's flood
+            # guard cuts long arguments (client strings) to 256 characters, which would
+            # leave one quoted, truncated line of the whole batch.  With no arguments,
+            # logging does not %-format it, so a "%" in a topic name is harmless.
+            _logger.info("\n".join(self.lines))
         self.lines = []
 
 
