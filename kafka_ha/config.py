@@ -134,6 +134,8 @@ KEYS: tuple[Key, ...] = (
     Key("queued.max.request.bytes", _int, 104857600,
         "bytes of requests being read or served at once, over all connections; past it, "
         "connections stop reading until memory is released; -1 is no bound", -1),
+    Key("fetch.max.bytes", _int, 57671680,
+        "most bytes one Fetch answer carries, whatever the request asks for", 1024),
     Key("connections.max.idle.ms", _int, 600000,
         "close a connection that has sent nothing for this long", 1),
     # Not a Kafka key: Kafka bounds a slow request only by the idle timeout.

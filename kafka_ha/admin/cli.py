@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
-from kazoo.handlers.threading import KazooTimeoutError
+from kafka_ha.zk.errors import ZkUnavailable, error_text
 
-from kafka_ha.zk.errors import error_text
-
-# ZooKeeper went away mid-command (no quorum, say): kazoo's errors, which carry no text.
-ZK_LOST = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+# ZooKeeper went away mid-command (no quorum, say): errors which carry no text...
+ZK_LOST = (ZkUnavailable,)
 # ...or could not be reached at all (ZkAdmin's ConnectionError): a command reports
 # either in one line and exits 1, without a traceback.
 ZK_UNAVAILABLE = (ConnectionError, *ZK_LOST)
@@ -40,12 +37,13 @@ def usage_error(parser: argparse.ArgumentParser, message: str, out) -> int:
 
 
 def error_message(error: BaseException) -> str:
-    """The text a command prints for ``error``; kazoo's connection errors have none of
-    their own, so they are named.
+    """The text a command prints for ``error``; ZooKeeper's connection errors have none
+    of their own, so they are named.
 
     >>> error_message(ValueError("bad"))
     'bad'
-    >>> error_message(ConnectionLoss())
+    >>> from kafka_ha.zk.errors import ZkConnectionLost
+    >>> error_message(ZkConnectionLost())
     'ZooKeeper is unavailable (ConnectionLoss)'
     """
     if isinstance(error, ZK_LOST):

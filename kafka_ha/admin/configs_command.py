@@ -17,11 +17,10 @@ import argparse
 import re
 import sys
 
-from kazoo.exceptions import NoNodeError
-
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
+from kafka_ha.zk.errors import ZkNoNode
 
 ACTIONS = ("describe", "alter")
 KAFKA_ENTITY_TYPES = ("topics", "clients", "users", "brokers")
@@ -112,9 +111,9 @@ def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
         _require_topic(admin, args.entity_name)
         topics = [args.entity_name]
     else:
-        topics = sorted(set(admin.topics()) | set(admin.topics_with_config()))
+        topics = sorted(set(admin.store.topics()) | set(admin.store.topics_with_config()))
     for topic in topics:
-        print(describe_line(topic, admin.topic_config(topic)), file=out)
+        print(describe_line(topic, admin.store.topic_config(topic)), file=out)
 
 
 def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
@@ -124,7 +123,7 @@ def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     deleted = parse_delete_config(args.delete_config)
     topic = args.entity_name
     _require_topic(admin, topic)
-    admin.change_topic_config(topic, altered_config(admin.topic_config(topic), added, deleted))
+    admin.change_topic_config(topic, altered_config(admin.store.topic_config(topic), added, deleted))
     print(f"Completed Updating config for entity: topic '{topic}'.", file=out)
 
 
@@ -186,7 +185,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
     try:
         with ZkAdmin(args.zookeeper) as admin:
             (alter if args.alter else describe)(admin, args, out)
-    except (ConfigCommandError, ConfigError, ValueError, NoNodeError, *ZK_UNAVAILABLE) as e:
+    except (ConfigCommandError, ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
         print(f"Error while executing config command : {error_message(e)}", file=out)
         return 1
     return 0

@@ -17,8 +17,6 @@ import argparse
 import sys
 import time
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
 from kafka_ha.admin.cli import (ZK_UNAVAILABLE, add_wait_arguments, add_zookeeper_argument, error_message,
                                usage_error)
 from kafka_ha.admin.admin_input import (ReassignCommandError, json_or_none,
@@ -27,6 +25,7 @@ from kafka_ha.admin.reassign_command import POLL_INTERVAL_S
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.admin_znodes import PreferredReplicaElectionZNode, duplicates
+from kafka_ha.zk.errors import ZkNodeExists, ZkNoNode
 
 ABOUT = ("This tool causes leadership for each partition to be transferred back to the "
          "'preferred replica', it can be used to balance leadership among the servers.")
@@ -80,7 +79,7 @@ def scala_set(tps) -> str:
 
 def all_partitions(admin: ZkAdmin) -> list[TopicPartition]:
     out = []
-    for topic in admin.topics():
+    for topic in admin.store.topics():
         assignment = admin.existing_assignment(topic)
         if assignment is not None:
             out.extend(TopicPartition(topic, p) for p in sorted(assignment.partitions))
@@ -88,7 +87,7 @@ def all_partitions(admin: ZkAdmin) -> list[TopicPartition]:
 
 
 def _in_progress_message(admin: ZkAdmin) -> str:
-    data = admin.preferred_election_in_progress()
+    data = admin.store.preferred_election_data()
     try:
         shown = scala_set(PreferredReplicaElectionZNode.decode(data))
     except (ValueError, TypeError):
@@ -114,19 +113,19 @@ def start_election(admin: ZkAdmin, requested: list[TopicPartition], err) -> bool
         else:
             valid.append(tp)
     if not valid:
-        if admin.preferred_election_in_progress() is not None:
+        if admin.store.preferred_election_data() is not None:
             raise ElectionCommandError(_in_progress_message(admin))
         return False
     try:
-        admin.start_preferred_election(valid)
-    except NodeExistsError:
+        admin.store.create_preferred_election(valid)
+    except ZkNodeExists:
         raise ElectionCommandError(_in_progress_message(admin)) from None
     return True
 
 
 def wait_until_done(admin: ZkAdmin, timeout_s: float | None, err) -> int:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while admin.preferred_election_in_progress() is not None:
+    while admin.store.preferred_election_data() is not None:
         if deadline is not None and time.monotonic() >= deadline:
             print(f"Timed out after {timeout_s:g} s waiting for the preferred replica election "
                   f"to complete", file=err)
@@ -173,7 +172,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                   f"{scala_set(requested)}", file=out, flush=True)
             if args.wait and written:
                 return wait_until_done(admin, args.timeout, err)
-    except (ElectionCommandError, ReassignCommandError, ValueError, NoNodeError,
+    except (ElectionCommandError, ReassignCommandError, ValueError, ZkNoNode,
             *ZK_UNAVAILABLE) as e:
         print("Failed to start preferred replica election", file=out)
         print(error_message(e), file=out)

@@ -24,8 +24,6 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
 from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, parse_broker_list,
                                         parse_reassignment, parse_topics_to_move,
                                         read_file_as_string, validate_reassignment)
@@ -35,6 +33,7 @@ from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.admin_znodes import duplicates
+from kafka_ha.zk.errors import ZkNodeExists, ZkNoNode
 from kafka_ha.zk.znodes import to_json_bytes
 
 ACTIONS = ("generate", "execute", "verify")
@@ -159,10 +158,10 @@ def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err)
                   file=err)
     if valid:
         try:
-            admin.start_reassignment(valid)
-        except NodeExistsError:
+            admin.store.create_reassignment(valid)
+        except ZkNodeExists:
             raise ReassignCommandError(_in_progress_message(admin)) from None
-    elif admin.reassignment_in_progress() is not None:
+    elif admin.store.reassignment() is not None:
         raise ReassignCommandError(_in_progress_message(admin))
     print(f"Successfully started reassignment of partitions {reassignment_json(requested)}",
           file=out)
@@ -170,9 +169,9 @@ def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err)
 
 def _in_progress_message(admin: ZkAdmin) -> str:
     try:
-        pending = admin.reassignment_in_progress() or {}
+        pending = admin.store.reassignment() or {}
         shown = ", ".join(f"{tp} -> {scala_list(r)}" for tp, r in pending.items())
-    except (ValueError, NoNodeError):
+    except (ValueError, ZkNoNode):
         shown = "..."  # malformed, or finished meanwhile: the refusal still stands
     return f"Partition reassignment currently in progress for Map({shown}). Aborting operation"
 
@@ -184,7 +183,7 @@ def verify(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], wait: bool
     while True:
         # Pending first: the controller rewrites the assignment before it drops a
         # partition from the request, so "not pending" implies we read the result.
-        pending = admin.reassignment_in_progress()
+        pending = admin.store.reassignment()
         assigned = current_assignment(admin, [tp.topic for tp in requested])
         statuses = reassignment_statuses(requested, pending, assigned)
         if not wait:
@@ -288,7 +287,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                 execute(admin, requested, out, err)
             else:
                 return verify(admin, requested, args.wait, args.timeout, out, err)
-    except (ReassignCommandError, AdminOperationError, ValueError, NoNodeError,
+    except (ReassignCommandError, AdminOperationError, ValueError, ZkNoNode,
             *ZK_UNAVAILABLE) as e:
         print(f"Partitions reassignment failed due to {error_message(e)}", file=out)
         return 1

@@ -13,12 +13,12 @@ import re
 import sys
 from typing import Iterable
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.config import ConfigError, validate_topic_config
+from kafka_ha.model import TopicPartition
+from kafka_ha.zk.errors import ZkBadVersion, ZkNodeExists, ZkNoNode
 from kafka_ha.zk.znodes import validate_topic_name
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -84,11 +84,11 @@ def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
             raise TopicCommandError('Missing required argument "[partitions]"')
         if args.replication_factor is None:
             raise TopicCommandError('Missing required argument "[replication-factor]"')
-        replicas = assign_replicas(admin.live_broker_ids(), args.partitions,
+        replicas = assign_replicas(admin.store.live_broker_ids(), args.partitions,
                                    args.replication_factor)
     try:
         admin.create_topic(args.topic, replicas, configs)
-    except NodeExistsError:
+    except ZkNodeExists:
         if args.if_not_exists:
             return
         raise TopicCommandError(f'Topic "{args.topic}" already exists.') from None
@@ -96,20 +96,20 @@ def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
 
 
 def list_topics(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
-    marked = set(admin.topics_marked_for_deletion())
-    for topic in _matching(admin.topics(), args.topic):
+    marked = set(admin.store.topics_marked_for_deletion())
+    for topic in _matching(admin.store.topics(), args.topic):
         print(f"{topic} - marked for deletion" if topic in marked else topic, file=out)
 
 
 def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
-    topics = _matching(admin.topics(), args.topic)
-    live = set(admin.live_broker_ids())
+    topics = _matching(admin.store.topics(), args.topic)
+    live = set(admin.store.live_broker_ids())
     filtered = args.under_replicated_partitions or args.unavailable_partitions
     for topic in topics:
-        assignment = admin.assignment(topic)
+        assignment = admin.store.assignment(topic)
         if assignment is None:
             continue
-        configs = admin.topic_config(topic)
+        configs = admin.store.topic_config(topic)
         if args.topics_with_overrides and not configs:
             continue
         if not filtered:
@@ -119,9 +119,9 @@ def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
                   f"ReplicationFactor:{len(first)}\tConfigs:{config_text}", file=out)
         if args.topics_with_overrides:
             continue
-        states = admin.partition_states(topic, assignment.partitions)
+        states = admin.store.partition_states(TopicPartition(topic, p) for p in assignment.partitions)
         for p, replicas in sorted(assignment.partitions.items()):
-            state = states.get(p)
+            state = states.get(TopicPartition(topic, p))
             if args.under_replicated_partitions and not (state and len(state.isr) < len(replicas)):
                 continue
             if args.unavailable_partitions and state and state.leader in live:
@@ -136,7 +136,7 @@ def _existing_topics(admin: ZkAdmin, args: argparse.Namespace) -> list[str]:
     """The topics ``--topic`` (a regex) names; none is an error unless --if-exists."""
     if not args.topic:
         raise TopicCommandError('Missing required argument "[topic]"')
-    topics = _matching(admin.topics(), args.topic)
+    topics = _matching(admin.store.topics(), args.topic)
     if not topics and not args.if_exists:
         raise TopicCommandError(f"Topic {args.topic} does not exist on ZK path {admin.connect}")
     return topics
@@ -145,7 +145,7 @@ def _existing_topics(admin: ZkAdmin, args: argparse.Namespace) -> list[str]:
 def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     for topic in _existing_topics(admin, args):
         if args.config or args.delete_config:
-            configs = admin.topic_config(topic)
+            configs = admin.store.topic_config(topic)
             configs.update(_parse_configs(args.config))
             for key in args.delete_config:
                 configs.pop(key, None)
@@ -156,7 +156,7 @@ def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
 
 
 def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) -> None:
-    assignment = admin.assignment(topic)
+    assignment = admin.store.assignment(topic)
     existing = len(assignment.partitions)
     if args.partitions <= existing:
         raise TopicCommandError("The number of partitions for a topic can only be increased")
@@ -166,10 +166,10 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
     if args.replica_assignment:
         new = parse_replica_assignment(args.replica_assignment, first_partition=existing)
     else:
-        new = assign_replicas(admin.live_broker_ids(), args.partitions - existing, rf, existing)
+        new = assign_replicas(admin.store.live_broker_ids(), args.partitions - existing, rf, existing)
     try:
         admin.add_partitions(assignment, new)  # at the version read: a concurrent change wins
-    except BadVersionError:
+    except ZkBadVersion:
         raise TopicCommandError(f"Topic {topic} changed while partitions were being added (another "
                                 f"--alter?); nothing was changed") from None
     print("Adding partitions succeeded!", file=out)
@@ -178,11 +178,11 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
 def delete(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     for topic in _existing_topics(admin, args):
         try:
-            admin.mark_for_deletion(topic)
+            admin.store.create_deletion_marker(topic)
             print(f"Topic {topic} is marked for deletion.", file=out)
             print("Note: This will have no impact if delete.topic.enable is not set to true.",
                   file=out)
-        except NodeExistsError:
+        except ZkNodeExists:
             print(f"Topic {topic} is already marked for deletion.", file=out)
 
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
         # /dev/null, or the interpreter's last flush would print the same error again.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, NoNodeError, *ZK_UNAVAILABLE) as e:
+    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
         print(f"Error while executing topic command : {error_message(e)}", file=out)
         return 1
     return 0

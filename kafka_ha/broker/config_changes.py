@@ -13,13 +13,10 @@ from typing import Callable
 
 import gevent
 from gevent.event import Event
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
 from kafka_ha.clock import now_ms
-from kafka_ha.zk import admin_znodes as azn
-from kafka_ha.zk.errors import MalformedZnode, error_text
-from kafka_ha.zk.multi_read import get_many
+from kafka_ha.zk.broker_store import BrokerStore
+from kafka_ha.zk.errors import MalformedZnode, ZkError, error_text
 
 log = logging.getLogger(__name__)
 PURGE_AFTER_MS = 15 * 60 * 1000
@@ -28,8 +25,8 @@ PURGE_AFTER_MS = 15 * 60 * 1000
 class ConfigChangeWatcher:
     """Re-reads a topic's overrides when a ``config_change_`` notification names it."""
 
-    def __init__(self, zk: KazooClient, on_topic_change: Callable[[str], None]) -> None:
-        self.zk = zk
+    def __init__(self, store: BrokerStore, on_topic_change: Callable[[str], None]) -> None:
+        self.store = store
         self._on_topic_change = on_topic_change
         self._seen: set[str] = set()
         self._wakeup = Event()
@@ -42,11 +39,10 @@ class ConfigChangeWatcher:
         first = True
         while True:
             try:
-                children = self.zk.get_children(azn.ConfigChangeZNode.PATH,
-                                                watch=lambda _e: self._wakeup.set())
+                children = self.store.config_changes(watch=lambda _e: self._wakeup.set())
                 self._handle(children, first)
                 first = False
-            except (KazooException, OSError) as e:
+            except (ZkError, OSError) as e:
                 log.warning("Config change watch failed (%s); retrying", error_text(e))
                 gevent.sleep(1)
                 continue
@@ -58,22 +54,16 @@ class ConfigChangeWatcher:
         self._seen = set(children)
         if first or not new:
             return  # at start-up every override is read fresh anyway
-        paths = [f"{azn.ConfigChangeZNode.PATH}/{c}" for c in new]
         now = now_ms()
-        for path, got in get_many(self.zk, paths).items():
-            if got is None:
+        for change in self.store.read_config_changes(new):
+            if isinstance(change, MalformedZnode):
+                log.error("Ignoring config change notification: %s", change)
                 continue
-            data, stat = got
-            try:
-                topic = azn.ConfigChangeZNode.decode(data, path)
-            except MalformedZnode as e:
-                log.error("Ignoring config change notification: %s", e)
-                continue
-            if topic:
-                log.info("Topic %s config changed (%s)", topic, path)
-                self._on_topic_change(topic)
-            if now - stat.ctime > PURGE_AFTER_MS:
+            if change.topic:
+                log.info("Topic %s config changed (%s)", change.topic, change.path)
+                self._on_topic_change(change.topic)
+            if now - change.created_ms > PURGE_AFTER_MS:
                 try:
-                    self.zk.delete(path)
-                except KazooException:
+                    self.store.delete_config_change(change.path)
+                except ZkError:
                     pass

@@ -11,24 +11,21 @@ import logging
 from typing import Callable
 
 import gevent
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-
 from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.broker_store import BrokerStore
+from kafka_ha.zk.errors import MalformedZnode, ZkError
 
 log = logging.getLogger(__name__)
 
 
-def controlled_shutdown(zk: KazooClient, broker_id: int, endpoint_of: Callable[[int], BrokerEndpoint | None],
+def controlled_shutdown(store: BrokerStore, broker_id: int, endpoint_of: Callable[[int], BrokerEndpoint | None],
                         retries: int, backoff_ms: int, timeout_s: float) -> bool:
     """True once the controller reports no partitions left; False after the last retry."""
     for attempt in range(1, retries + 2):
-        remaining = _ask_controller(zk, broker_id, endpoint_of, timeout_s)
+        remaining = _ask_controller(store, broker_id, endpoint_of, timeout_s)
         if remaining == []:
             log.info("Controlled shutdown of broker %d succeeded", broker_id)
             return True
@@ -40,10 +37,13 @@ def controlled_shutdown(zk: KazooClient, broker_id: int, endpoint_of: Callable[[
     return False
 
 
-def _ask_controller(zk, broker_id: int, endpoint_of, timeout_s: float) -> list | None:
+def _ask_controller(store: BrokerStore, broker_id: int, endpoint_of, timeout_s: float
+                    ) -> list | None:
     try:
-        controller = zn.ControllerZNode.decode(zk.get(zn.ControllerZNode.PATH)[0])
-    except (NoNodeError, MalformedZnode, KazooException):
+        controller = store.controller_id()
+    except (MalformedZnode, ZkError):
+        return None
+    if controller is None:
         return None
     endpoint = endpoint_of(controller)
     if endpoint is None:

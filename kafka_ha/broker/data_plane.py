@@ -15,7 +15,7 @@ import gevent
 
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.partition import Partition
-from kafka_ha.clock import now_ms
+from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
@@ -30,8 +30,27 @@ CONSUMER, DEBUG_CONSUMER = -1, -2
 VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
+DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
+YIELD_EVERY_MS = 50                  # longest stretch of reading partitions between two yields
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
+
+
+def fetch_problem(request: dict[str, Any], wanted: list) -> str | None:
+    """Why a Fetch cannot be served at all, or None.
+
+    >>> fetch_problem({"max_wait_ms": 0, "min_bytes": 1}, [(("t", 0), 0, -1)])
+    'negative partition_max_bytes'
+    """
+    if request.get("isolation_level", READ_UNCOMMITTED) not in ISOLATION_LEVELS:
+        return f"isolation_level {request['isolation_level']}"
+    if request["max_wait_ms"] < 0 or request["min_bytes"] < 0 or request.get("max_bytes", 0) < 0:
+        return "negative max_wait_ms, min_bytes or max_bytes"
+    if any(limit < 0 for _, _, limit in wanted):
+        return "negative partition_max_bytes"
+    if len({tp for tp, _, _ in wanted}) != len(wanted):
+        return "a partition is listed more than once"
+    return None
 
 
 def reads_up_to_leo(replica_id: int) -> bool:
@@ -46,8 +65,10 @@ def reads_up_to_leo(replica_id: int) -> bool:
 class DataPlane:
     def __init__(self, broker_id: int, partitions: dict[TopicPartition, Partition],
                  topic_exists: Callable[[str], bool], max_message_bytes: Callable[[str], int],
-                 fetch_sessions: FetchSessionCache | None = None) -> None:
+                 fetch_sessions: FetchSessionCache | None = None,
+                 fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES) -> None:
         self.broker_id = broker_id
+        self.fetch_max_bytes = fetch_max_bytes
         self.partitions = partitions
         self.fetch_sessions = fetch_sessions or FetchSessionCache()
         self._topic_exists = topic_exists
@@ -127,12 +148,14 @@ class DataPlane:
         replica_id = request["replica_id"]
         wanted = [(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"], p["partition_max_bytes"])
                   for t in request["topics"] for p in t["partitions"]]
-        if request.get("isolation_level", READ_UNCOMMITTED) not in ISOLATION_LEVELS:
-            # Kafka 0.11-2.x fails to parse such a request and closes the connection;
+        problem = fetch_problem(request, wanted)
+        if problem:
+            # Kafka 0.11-2.x fails to parse some of these and closes the connection;
             # a per-partition error tells the client what is wrong instead.
+            log.info("Invalid fetch from replica %d: %s", replica_id, problem)
             entries = [(tp, {"partition_index": tp.partition, "error_code": ErrorCode.INVALID_REQUEST,
                              "high_watermark": -1, "log_start_offset": -1, "records": b""})
-                       for tp, _, _ in wanted]
+                       for tp in dict.fromkeys(tp for tp, _, _ in wanted)]
             return self._fetch_response(entries, version)
         now = now_ms()   # one clock read: the session's last use, the followers' fetch time
         context = self._fetch_context(request, version, wanted, now)
@@ -147,7 +170,9 @@ class DataPlane:
                 p = self.partitions.get(tp)
                 if p is not None:
                     p.on_follower_fetch(replica_id, offset, now)
-        max_total = request.get("max_bytes", 0x7FFFFFFF)
+        # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,
+        # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
+        max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
         up_to_leo = reads_up_to_leo(replica_id)
         while True:
@@ -229,7 +254,13 @@ class DataPlane:
 
     def _read_all(self, wanted, replica_id: int, max_total: int, version: int):
         entries, total, errors = [], 0, False
+        yielded_ms = monotonic_ms()
         for tp, offset, max_bytes in wanted:
+            if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
+                # A fetch of thousands of partitions must not starve the ZooKeeper
+                # heartbeat or other connections.
+                gevent.sleep(0)
+                yielded_ms = monotonic_ms()
             # KIP-74 (v3+): the first partition returns its first entry even if it
             # exceeds the limits.  Below v3 the limit is hard: an oversized entry
             # comes back cut, and the client reports it as too large.

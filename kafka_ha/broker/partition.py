@@ -269,6 +269,11 @@ class Partition:
             self.high_watermark = new
             self._notify(appended=False)
 
+    def maybe_increment_log_start_offset(self, leader_log_start: int) -> None:
+        """A follower's log start follows the leader's (Fetch v5+), never past its own HW."""
+        with self._writing("moving the log start of"):
+            self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark))
+
     def restore_high_watermark(self, hw: int) -> None:
         """From the checkpoint at start-up, capped by the recovered log."""
         self.high_watermark = max(self.log.log_start_offset, min(hw, self.log.log_end_offset))

@@ -24,14 +24,14 @@ from dataclasses import replace
 
 import gevent
 from gevent.event import Event
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
-from kazoo.protocol.states import EventType, KazooState
 
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo
 from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.errors import MalformedZnode, error_text
+from kafka_ha.zk.broker_store import BrokerStore, Registration
+from kafka_ha.zk.errors import (ZkBadVersion, ZkConnectionLost, ZkError, ZkNoNode, ZkNodeExists,
+                                error_text)
+from kafka_ha.zk.mapped_client import WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +41,29 @@ class DuplicateBrokerId(RuntimeError):
 
 
 class BrokerRegistration:
-    def __init__(self, zk: KazooClient, info: BrokerInfo, session_timeout_ms: int) -> None:
-        self.zk = zk
+    def __init__(self, store: BrokerStore, info: BrokerInfo, session_timeout_ms: int) -> None:
+        self.store = store
         self.info = info
         self.session_timeout_s = session_timeout_ms / 1000
         self._our_sessions: set[int] = set()
         self._watched_in: int | None = None   # the session whose registration we watch
         self.path = zn.BrokerIdZNode.path(info.broker_id)
-        zk.add_listener(self._on_connection_state)
+        store.on_connected(self._on_connected)
 
     def ensure_common_paths(self) -> None:
-        for path in zn.PERSISTENT_PATHS:
-            self.zk.ensure_path(path)
+        self.store.ensure_persistent_paths()
 
     def register(self) -> None:
-        session = self.zk.client_id[0]
+        session = self.store.session_id
+        if session is None:
+            # Disconnected: the controller's retry waits for the connection and calls again.
+            raise ZkConnectionLost("no ZooKeeper connection to register broker "
+                                   f"{self.info.broker_id} in")
         self._our_sessions.add(session)
         deadline = time.monotonic() + self.session_timeout_s * 2 + 5
         while True:
-            data = zn.BrokerIdZNode.encode(replace(self.info, timestamp_ms=now_ms()))
             try:
-                self.zk.create(self.path, data, ephemeral=True)
+                self.store.create_registration(replace(self.info, timestamp_ms=now_ms()))
                 # The session names the registration's owner (its ephemeralOwner), so
                 # operators and tests can tell which of the broker's sessions holds it.
                 log.info("Registered broker %d at path %s with addresses: PLAINTEXT://%s:%d, "
@@ -69,13 +71,12 @@ class BrokerRegistration:
                          self.info.port, session)
                 self._watch_registration()
                 return
-            except NodeExistsError:
+            except ZkNodeExists:
                 pass
-            try:
-                existing, stat = self.zk.get(self.path)
-            except NoNodeError:
+            existing = self.store.registration(self.info.broker_id)
+            if existing is None:
                 continue
-            owner = stat.ephemeralOwner
+            owner = existing.owner_session
             if owner == session:
                 log.info("Broker %d is already registered by this session", self.info.broker_id)
                 self._watch_registration()
@@ -83,8 +84,8 @@ class BrokerRegistration:
             if owner in self._our_sessions:
                 log.info("Deleting the registration left by our previous session 0x%x", owner)
                 try:
-                    self.zk.delete(self.path, version=stat.version)
-                except (NoNodeError, BadVersionError):
+                    self.store.delete_registration(self.info.broker_id, existing.version)
+                except (ZkNoNode, ZkBadVersion):
                     pass
                 continue
             if not self._looks_like_us(existing) or time.monotonic() > deadline:
@@ -96,56 +97,54 @@ class BrokerRegistration:
             log.info("Waiting for the registration of our previous process (session 0x%x) to "
                      "expire", owner)
             gone = Event()
-            if self.zk.exists(self.path, watch=lambda _e: gone.set()) is not None:
+            if self.store.watch_registration(self.info.broker_id, lambda _e: gone.set()):
                 gone.wait(timeout=1.0)
 
     # ---- the registration deleted under a live session ----------------------
 
     def _watch_registration(self) -> None:
-        client_id = self.zk.client_id
-        if client_id is None:
-            return  # disconnected: _on_connection_state watches again on reconnecting
-        self._watched_in = client_id[0]
+        session = self.store.session_id
+        if session is None:
+            return  # disconnected: _on_connected watches again on reconnecting
+        self._watched_in = session
         try:
-            stat = self.zk.exists(self.path, watch=self._on_registration_event)
-        except KazooException:
+            exists = self.store.watch_registration(self.info.broker_id,
+                                                   self._on_registration_event)
+        except ZkError:
             return  # the session is going: the next one registers (and watches) anew
-        if stat is None:
+        if not exists:
             gevent.spawn(self._register_again)  # deleted before the watch was set
 
-    def _on_registration_event(self, event) -> None:
-        # On kazoo's callback greenlet: must not block, so the work gets a greenlet.
-        if event.type == EventType.DELETED:
+    def _on_registration_event(self, event: WatchEvent) -> None:
+        # On the ZooKeeper client's callback greenlet: must not block, so the work
+        # gets a greenlet.
+        if event is WatchEvent.DELETED:
             gevent.spawn(self._register_again)
-        elif event.type != EventType.NONE:
+        elif event is not WatchEvent.DISCONNECTED:
             gevent.spawn(self._watch_registration)  # changed: keep watching
-        # EventType.NONE: the connection dropped and kazoo forgot the watch.  If the
-        # session survives, _on_connection_state watches again; a new session
-        # registers anew (the controller's new-session handling), and watches then.
+        # DISCONNECTED: the connection dropped and the client forgot the watch.  If the
+        # session survives, _on_connected watches again; a new session registers
+        # anew (the controller's new-session handling), and watches then.
 
-    def _on_connection_state(self, state: str) -> None:
-        # A kazoo listener: must not block, so the work gets a greenlet.
-        if state == KazooState.CONNECTED and self._watched_in is not None:
+    def _on_connected(self) -> None:
+        # A connection-state listener: must not block, so the work gets a greenlet.
+        if self._watched_in is not None:
             gevent.spawn(self._watch_again_in_same_session)
 
     def _watch_again_in_same_session(self) -> None:
-        client_id = self.zk.client_id
-        if client_id is not None and client_id[0] == self._watched_in:
+        if self.store.session_id == self._watched_in:
             self._watch_registration()  # registers again if it went meanwhile
 
     def _register_again(self) -> None:
-        if self.zk.state != KazooState.CONNECTED:
+        if not self.store.connected:
             return  # not this session's business: a new one registers anyway
         log.warning("The registration %s of broker %d was deleted while its session 0x%x is "
-                    "alive; registering again", self.path, self.info.broker_id, self.zk.client_id[0])
+                    "alive; registering again", self.path, self.info.broker_id, self.store.session_id)
         try:
             self.register()
-        except (KazooException, DuplicateBrokerId) as e:
+        except (ZkError, DuplicateBrokerId) as e:
             log.error("Broker %d could not register again: %s", self.info.broker_id, error_text(e))
 
-    def _looks_like_us(self, data: bytes) -> bool:
-        try:
-            other = zn.BrokerIdZNode.decode(data, self.path)
-        except MalformedZnode:
-            return False
-        return (other.host, other.port) == (self.info.host, self.info.port)
+    def _looks_like_us(self, existing: Registration) -> bool:
+        other = existing.info  # None if malformed: not ours
+        return other is not None and (other.host, other.port) == (self.info.host, self.info.port)

@@ -92,6 +92,11 @@ class ReplicaFetcher:
                             self.source.broker_id, self.source.host, self.source.port, e)
                 self._close()
                 gevent.sleep(BACKOFF_S)
+            except Exception:   # a bug must not end replication from this leader for good
+                log.exception("Broker %d: fetcher for broker %d failed unexpectedly; starting over",
+                              self.broker_id, self.source.broker_id)
+                self._close()
+                gevent.sleep(BACKOFF_S)
 
     def _request(self, api_key: int, version: int, body: dict) -> dict:
         if self._conn is None:
@@ -226,6 +231,7 @@ class ReplicaFetcher:
                 if records:
                     p.append_as_follower(records)
                 p.set_follower_high_watermark(entry["high_watermark"])
+                p.maybe_increment_log_start_offset(entry["log_start_offset"])
             except ValueError as e:   # RecordsError among them: this partition's data alone
                 self._mark_failed(p, offset, e)
             return False

@@ -9,6 +9,9 @@ controller), received and completed (here), the lifecycle of seed 002.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import time
 from typing import Any, Callable
 
 import gevent
@@ -31,8 +34,16 @@ state_change = logging.getLogger(LOGGER_NAME)
 YIELD_EVERY_MS = 50
 # Intervals at or above this (~31 years) mean "never": gevent's timers cannot take Long.MAX_VALUE.
 NEVER_MS = 10**12
+# How often the directories of deleted logs are looked for and removed.
+DELETE_LOGS_INTERVAL_S = 1.0
 
 log = logging.getLogger(__name__)
+
+
+def _fsync_in_a_thread(fd: int) -> None:
+    """fsync of a segment file off the gevent loop: it can take seconds for a large
+    segment, and the loop must keep serving (and answering ZooKeeper) meanwhile."""
+    gevent.get_hub().threadpool.apply(os.fsync, (fd,))
 
 
 class ReplicaManager:
@@ -81,6 +92,7 @@ class ReplicaManager:
                          self._run_retention),
             gevent.spawn(self._every, self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                          self.checkpoint_recovery_points),
+            gevent.spawn(self._every, DELETE_LOGS_INTERVAL_S, self._delete_doomed_logs),
         ]
         flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
         if flush_check_ms < NEVER_MS:   # Kafka's default is Long.MAX_VALUE: no flusher at all
@@ -121,15 +133,19 @@ class ReplicaManager:
 
     def checkpoint_recovery_points(self) -> None:
         """How far each log is known to be on disk, so that a restart after a crash
-        recovers only what came after (log.flush.offset.checkpoint.interval.ms)."""
+        recovers only what came after (log.flush.offset.checkpoint.interval.ms).
+        Rolled segments are flushed first, as Kafka does on every roll: without flush
+        settings the recovery points would otherwise never move while the broker runs."""
         if self.log_manager is not None:
+            with self._writing("flushing rolled log segments"):
+                self.log_manager.flush_rolled_segments(_fsync_in_a_thread)
             with self._writing("writing the recovery point checkpoint"):
                 self.log_manager.checkpoint_recovery_points()
 
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:
             with self._writing("flushing logs"):
-                self.log_manager.flush_dirty_logs(monotonic_ms())
+                self.log_manager.flush_dirty_logs(monotonic_ms(), _fsync_in_a_thread)
 
     def _writing(self, action: str) -> HaltOnIOError:
         """Guards a write to the log directories: an OSError in it halts the broker."""
@@ -137,7 +153,18 @@ class ReplicaManager:
 
     def _run_retention(self) -> None:
         if self.log_manager is not None:
-            self.log_manager.run_retention(now_ms())
+            # Each replica deletes only below its own HW (a leader's uncommitted records
+            # must outlive any retention setting); logs without a partition keep all.
+            hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
+            self.log_manager.run_retention(now_ms(), hws)
+
+    def _delete_doomed_logs(self) -> None:
+        """Remove the renamed directories of deleted logs, in a native thread: unlinking
+        gigabytes takes a while, and the gevent loop keeps serving meanwhile.  Like
+        retention, this only deletes: a failure is logged and tried again."""
+        if self.log_manager is not None:
+            pool = gevent.get_hub().threadpool
+            self.log_manager.delete_doomed_logs(time.monotonic(), lambda path: pool.apply(shutil.rmtree, (path,)))
 
     # ---- controller requests --------------------------------------------------
 
@@ -279,7 +306,8 @@ class ReplicaManager:
             if partition is not None:
                 partition.stop()
             if delete and self.log_manager is not None:
-                self.log_manager.delete_log(tp)
+                with self._writing(f"deleting the log of {tp}"):
+                    self.log_manager.delete_log(tp)      # a rename: the files go in the background
                 self._checkpointed_hws.pop(tp, None)
             lines.info(f"Broker {self.broker_id} completed StopReplica (delete={str(delete).lower()}) "
                        f"{source} for partition {tp}")

@@ -12,8 +12,6 @@ import logging
 import gevent
 from gevent.event import Event
 
-from kazoo.exceptions import NodeExistsError
-
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
@@ -37,8 +35,9 @@ from kafka_ha.model import BrokerEndpoint, BrokerInfo
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.active_controller import read_active_controller
+from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
+from kafka_ha.zk.errors import ZkNodeExists
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,8 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self.stopped = Event()
-        self.zk = None
+        self.zk = None  # the client; the controller and the ISR writer use it directly
+        self.store: BrokerStore | None = None
         self.controller: KafkaController | None = None
         self.listener: ProtocolServer | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -61,9 +61,10 @@ class KafkaServer:
         cfg = self.config
         self.zk = connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                           cfg["zookeeper.connection.timeout.ms"] or None)
+        self.store = BrokerStore(self.zk)
         # Logs are recovered before the broker registers: a corrupt checkpoint
         # stops the start-up here with a clear error rather than serve bad data.
-        self.topic_configs = TopicConfigs(self.zk, cfg)
+        self.topic_configs = TopicConfigs(self.store, cfg)
         self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
         self.isr_writer = IsrWriter(self.zk, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
@@ -84,19 +85,20 @@ class KafkaServer:
                                lambda t: t in self.metadata.partitions,
                                self.topic_configs.max_message_bytes,
                                FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
-                                                 cfg["min.incremental.fetch.session.eviction.ms"]))
-        guard = ControllerRequestGuard(self.broker_id, lambda: read_active_controller(self.zk))
+                                                 cfg["min.incremental.fetch.session.eviction.ms"]),
+                               fetch_max_bytes=cfg["fetch.max.bytes"])
+        guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
         self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
-                                      GroupOffsets(self.zk, me), self._auto_create_topics,
+                                      GroupOffsets(self.store, me), self._auto_create_topics,
                                       self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
-        registration = BrokerRegistration(self.zk, info, cfg.session_timeout_ms)
+        registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         registration.ensure_common_paths()
         self.controller = KafkaController(cfg, self.zk, registration.register)
         self.controller.start()
-        self.config_watcher = ConfigChangeWatcher(self.zk, self._topic_config_changed)
+        self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _handle(self, header, reader):
@@ -128,7 +130,7 @@ class KafkaServer:
         if not cfg["auto.create.topics.enable"]:
             return
         admin = ZkAdmin(client=self.zk)
-        brokers = sorted(self.metadata.brokers) or admin.live_broker_ids()
+        brokers = sorted(self.metadata.brokers) or admin.store.live_broker_ids()
         for topic in topics:
             try:
                 zn.validate_topic_name(topic)
@@ -136,7 +138,7 @@ class KafkaServer:
                                            cfg["default.replication.factor"])
                 admin.create_topic(topic, replicas, {})
                 log.info("Auto-created topic %s with %d partitions", topic, len(replicas))
-            except NodeExistsError:
+            except ZkNodeExists:
                 pass
             except (ValueError, AdminOperationError) as e:
                 log.warning("Could not auto-create topic %s: %s", topic, e)
@@ -156,8 +158,8 @@ class KafkaServer:
     def shutdown(self) -> None:
         log.info("[Kafka Server %d], shutting down", self.broker_id)
         cfg = self.config
-        if cfg["controlled.shutdown.enable"] and self.zk is not None and self.zk.connected:
-            controlled_shutdown(self.zk, self.broker_id, self._endpoint_of,
+        if cfg["controlled.shutdown.enable"] and self.store is not None and self.store.connected:
+            controlled_shutdown(self.store, self.broker_id, self._endpoint_of,
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-
 from kafka_ha.config import BrokerConfig, ConfigError, topic_setting, validate_topic_config
-from kafka_ha.zk import admin_znodes as azn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.broker_store import BrokerStore
+from kafka_ha.zk.errors import MalformedZnode, ZkError
 
 log = logging.getLogger(__name__)
 
 
 class TopicConfigs:
-    def __init__(self, zk: KazooClient | None, broker: BrokerConfig) -> None:
-        self.zk = zk
+    def __init__(self, store: BrokerStore | None, broker: BrokerConfig) -> None:
+        self.store = store
         self.broker = broker
         self._overrides: dict[str, dict[str, str]] = {}
 
@@ -30,15 +27,11 @@ class TopicConfigs:
         return cached
 
     def _load(self, topic: str) -> dict[str, str]:
-        if self.zk is None:
+        if self.store is None:
             return {}
-        path = azn.TopicConfigZNode.path(topic)
         try:
-            data, _ = self.zk.get(path)
-            overrides = azn.TopicConfigZNode.decode(data, path)
-        except NoNodeError:
-            return {}
-        except (MalformedZnode, KazooException) as e:
+            overrides = self.store.topic_config(topic)
+        except (MalformedZnode, ZkError) as e:
             log.error("Using broker defaults for topic %s: %s", topic, e)
             return {}
         # Another tool may have written a value our admin commands refuse (say

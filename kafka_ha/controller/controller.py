@@ -37,12 +37,17 @@ log = logging.getLogger("kafka_ha.controller")
 
 
 class KafkaController:
-    def __init__(self, config: BrokerConfig, zk: KazooClient,
-                 register_broker: Callable[[], None]) -> None:
+    def __init__(self, config: BrokerConfig, zk: KazooClient | None,
+                 register_broker: Callable[[], None], store: ControllerStore | None = None,
+                 new_channel: Callable[[], ControllerChannel] | None = None) -> None:
+        """``store`` and ``new_channel`` (called for each term's channel) default to
+        ZooKeeper through ``zk`` and sockets; unit tests pass in-memory ones."""
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
-        self.store = ControllerStore(zk, self.broker_id)
+        self.store = store if store is not None else ControllerStore(zk, self.broker_id)
+        self._new_channel = new_channel or (lambda: ControllerChannel(
+            self.broker_id, self.config["controller.socket.timeout.ms"] / 1000))
         self._register_broker = register_broker
         self.ctx = ControllerContext()
         self.active = False
@@ -217,7 +222,7 @@ class KafkaController:
         # stale: drop them (Kafka 2.x does the same on failover).
         for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
             self.store.fenced_delete(path)
-        self.channel = ControllerChannel(self.broker_id, self.config["controller.socket.timeout.ms"] / 1000)
+        self.channel = self._new_channel()
         self.channel.set_brokers(self.ctx.live_brokers)
         loaded_ms = (time.monotonic() - started) * 1000
         batch = self._new_batch()
@@ -341,7 +346,9 @@ class KafkaController:
         log.info("Broker change: new %s, dead %s, bounced %s; live now %s", sorted(new),
                  sorted(dead), sorted(bounced), sorted(current))
         self.ctx.live_brokers = current
-        self.ctx.shutting_down -= dead
+        # A bounced broker's new incarnation did not ask to shut down: without this it
+        # could never lead again (Kafka's onBrokerFailure forgets bounced ones too).
+        self.ctx.shutting_down -= dead | bounced
         if self.ctx.unusable:
             # Give hand-edited state znodes another look: an operator may have fixed them.
             retry, self.ctx.unusable = list(self.ctx.unusable), set()

@@ -42,20 +42,24 @@ class EventLoop:
             event = self._queue.get()
             if event is _STOP:
                 return
-            handler = self._handlers.get(type(event))
-            if handler is None:
-                log.error("No handler for controller event %r", event)
-                continue
-            started = time.monotonic()
-            try:
-                handler(event)
-            except gevent.GreenletExit:
-                raise
-            except BaseException as e:  # a controller never dies from one event
-                self._report(event, e)
-            self.processed += 1
-            elapsed_ms = (time.monotonic() - started) * 1000
-            log.debug("Processed %s in %.1f ms", type(event).__name__, elapsed_ms)
+            self.dispatch(event)
+
+    def dispatch(self, event: Any) -> None:
+        """Handle one event on the calling greenlet (the loop's, or a unit test's)."""
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            log.error("No handler for controller event %r", event)
+            return
+        started = time.monotonic()
+        try:
+            handler(event)
+        except gevent.GreenletExit:
+            raise
+        except BaseException as e:  # a controller never dies from one event
+            self._report(event, e)
+        self.processed += 1
+        elapsed_ms = (time.monotonic() - started) * 1000
+        log.debug("Processed %s in %.1f ms", type(event).__name__, elapsed_ms)
 
     def _report(self, event: Any, error: BaseException) -> None:
         try:

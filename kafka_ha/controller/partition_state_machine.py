@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
+from gevent import sleep
+
 from kafka_ha.controller import election
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
@@ -20,8 +22,20 @@ from kafka_ha.zk.errors import MalformedZnode
 
 log = logging.getLogger("kafka_ha.controller")
 
-MAX_ATTEMPTS = 10
 Decide = Callable[[TopicPartition, LeaderAndIsr], election.Outcome]
+
+
+def conflict_backoff_s(round_: int) -> float:
+    """Seconds to wait after the ``round_``-th round of conflicts before writing again.
+
+    Whoever keeps changing the states (leaders shrinking ISRs) gets time to finish;
+    the controller never gives up, because a partition left behind keeps a dead
+    leader or a dead ISR member until some later event happens to touch it.
+
+    >>> [conflict_backoff_s(n) for n in (1, 2, 3, 7, 8, 30)]
+    [0.01, 0.02, 0.04, 0.64, 1.0, 1.0]
+    """
+    return min(0.01 * 2 ** (round_ - 1), 1.0)
 
 
 def _fmt(s: LeaderAndIsr) -> str:
@@ -49,7 +63,9 @@ class PartitionStateMachine:
         pending = {tp: self.ctx.states[tp] for tp in partitions if tp in self.ctx.states}
         changed: dict[TopicPartition, LeaderAndIsr] = {}
         lines = StateChangeBatch()
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        conflict_round = 0
+        # Until every write lands; a lost controllership ends it (ControllerMoved).
+        while True:
             decisions: dict[TopicPartition, LeaderAndIsr] = {}
             reasons: dict[TopicPartition, election.Outcome] = {}
             submissions = []
@@ -82,12 +98,14 @@ class PartitionStateMachine:
                 break
             pending = self._reread_conflicts(result.conflicts, decisions, reasons, batch, changed,
                                              lines)
-            if pending:
-                log.info("%d partition states changed underneath (attempt %d); re-deciding",
-                         len(pending), attempt)
-        else:
-            log.error("Gave up on %d partitions after %d conflicting attempts: %s",
-                      len(pending), MAX_ATTEMPTS, sorted(pending)[:10])
+            if not pending:
+                break
+            conflict_round += 1
+            delay = conflict_backoff_s(conflict_round)
+            log.info("%d partition states changed underneath (conflict round %d, e.g. %s); "
+                     "re-deciding them in %.0f ms", len(pending), conflict_round,
+                     ", ".join(str(tp) for tp in sorted(pending)[:5]), delay * 1000)
+            sleep(delay)
         lines.emit()
         return changed
 

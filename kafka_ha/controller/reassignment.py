@@ -79,8 +79,7 @@ class Reassignment:
                     log.info("Reassignment of %s waits for brokers %s to register", tp, unregistered)
                     continue
                 self._start(tp, rar)
-            elif set(rar) <= set(ctx.states[tp].isr) and not unregistered:
-                self._finish(tp, rar)
+            elif set(rar) <= set(ctx.states[tp].isr) and not unregistered and self._finish(tp, rar):
                 finished.append(tp)
         if finished:
             self._remove_from_znode(finished)
@@ -98,7 +97,8 @@ class Reassignment:
             f"reassignment to {list(rar)} started: replicas {list(union)}"))
         self.started.add(tp)
 
-    def _finish(self, tp: TopicPartition, rar: tuple[int, ...]) -> None:
+    def _finish(self, tp: TopicPartition, rar: tuple[int, ...]) -> bool:
+        """Complete the reassignment; False while none of the new replicas can lead."""
         ctx = self.c.ctx
         old = [r for r in ctx.assignments[tp] if r not in rar]
         live = ctx.live_broker_ids
@@ -107,6 +107,14 @@ class Reassignment:
         # OAR is legal until then).
         if state.leader not in rar or state.leader not in live:
             self._change([tp], lambda tp_, cur: election.reassignment_election(cur, rar, live, ctx.epoch))
+            state = ctx.states.get(tp)
+            if state is None or state.leader not in rar or state.leader not in live:
+                # Going on would shrink the ISR to RAR under a leader outside it and
+                # delete the old replicas: wait for a new replica that can lead.
+                log.info("Reassignment of partition %s waits: none of the new replicas %s can "
+                         "lead (live, not shutting down, and in the ISR %s)", tp, list(rar),
+                         list(state.isr) if state else "unknown")
+                return False
         # Then AR := RAR and the ISR shrinks to it with a new epoch: the
         # LeaderAndIsr names only RAR, so old replicas cannot rejoin the ISR.
         ctx.set_assignment(tp, rar)
@@ -123,6 +131,7 @@ class Reassignment:
         self.started.discard(tp)
         del ctx.reassignments[tp]
         log.info("Reassignment of partition %s to %s completed", tp, list(rar))
+        return True
 
     def _change(self, tps: list[TopicPartition], decide) -> None:
         batch = self.c.new_batch()

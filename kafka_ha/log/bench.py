@@ -4,6 +4,11 @@ Measures leader appends (offset assignment + write), follower appends (CRC +
 contiguity + write) and consumer reads (locating whole entries, then
 ``os.pread`` of the slices, i.e. what a non-sendfile network path costs).
 Writes go to the page cache: the numbers exclude fsync, as the data path does.
+
+``--epochs N`` instead measures what a LeaderAndIsr for N partitions costs in
+leader-epoch-checkpoint writes: one epoch assignment per partition as the
+broker does it (an atomic rename, no fsync), the same with an fsync per
+change, and the later sync when the logs are flushed.
 """
 from __future__ import annotations
 
@@ -70,12 +75,45 @@ def bench_reads(log: Log, plan: list[tuple[int, bytes]], max_bytes: int, copy: b
     _report(f"consumer {what}, {max_bytes >> 10} KiB", sum(len(d) for _, d in plan), seconds, len(plan))
 
 
+def bench_epoch_assignments(root: str, partitions: int) -> None:
+    logs = [Log(os.path.join(root, f"e-{i}"), TopicPartition("e", i), LogConfig()) for i in range(partitions)]
+
+    def assign_all(epoch: int, sync: bool) -> float:
+        worst = 0.0
+        for lg in logs:
+            start = time.perf_counter()
+            lg.assign_epoch_start_offset(epoch)
+            if sync:
+                lg.epoch_cache.sync()
+            worst = max(worst, time.perf_counter() - start)
+        return worst
+
+    for epoch, (what, sync) in enumerate([("rename only (the broker)", False), ("fsync per change", True)]):
+        worst = [0.0]
+        seconds = _timed(lambda: worst.__setitem__(0, assign_all(epoch + 1, sync)))
+        print(f"epoch assignment of {partitions} partitions, {what:<24} {seconds * 1000:8.0f} ms "
+              f"({seconds / partitions * 1e6:6.0f} us each, worst {worst[0] * 1000:.1f} ms)")
+    assign_all(len(logs) + 10, False)
+    seconds = _timed(lambda: [lg.epoch_cache.sync() for lg in logs])
+    print(f"syncing those checkpoints at the next flush:               {seconds * 1000:8.0f} ms")
+    for lg in logs:
+        lg.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--megabytes", type=int, default=512, help="data appended per case")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
+    parser.add_argument("--epochs", type=int, default=0, metavar="N",
+                        help="measure leader epoch checkpoint writes of N partitions instead")
     args = parser.parse_args(argv)
     root = tempfile.mkdtemp(prefix="kafka-ha-bench-", dir=args.dir)
+    if args.epochs:
+        try:
+            bench_epoch_assignments(root, args.epochs)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
     total = args.megabytes * MB
     kib = [Record(None, os.urandom(1024)) for _ in range(16)]
     try:

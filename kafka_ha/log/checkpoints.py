@@ -3,10 +3,10 @@
 Two formats, both ``<version 0>\\n<count>\\n`` followed by ``count`` lines:
 
 - :class:`OffsetCheckpointFile`: ``topic partition offset`` lines
-  (``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``;
-  controller.md §16, 0.8.2 ``OffsetCheckpoint.scala``).
+  (``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
+  ``log-start-offset-checkpoint``; 0.8.2 ``OffsetCheckpoint.scala``).
 - :class:`LeaderEpochCheckpointFile`: ``epoch start_offset`` lines
-  (``leader-epoch-checkpoint``; failure-scenarios.md §2).
+  (``leader-epoch-checkpoint``).
 
 A write goes to ``<path>.tmp``, is fsynced, renamed over ``path`` and the
 directory fsynced, so a crash leaves the old or the new file, never a mix.
@@ -156,14 +156,11 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        # Not fsynced: it is written on every leadership change of every
-        # partition (10k fsyncs would stall a broker for seconds during a
-        # failover), and a lost or torn file is rebuilt from the epochs stamped
-        # in the log's own batches at the next start-up.
+    def write(self, entries: Iterable[tuple[int, int]], durable: bool = True) -> None:
+        """Replace the file (see :func:`atomic_write` for ``durable``)."""
         entries = list(entries)
         atomic_write(self.path, _render((f"{epoch} {start}" for epoch, start in entries), len(entries)),
-                     durable=False)
+                     durable=durable)
 
     def read(self) -> list[tuple[int, int]] | None:
         """The ``(epoch, start_offset)`` pairs in file order; None if the file does not exist."""

@@ -1,8 +1,15 @@
 """The leader epoch cache of one partition: which epoch started at which offset.
 
-KIP-101 / KIP-279 (Kafka's ``LeaderEpochFileCache``).  The cache is pure logic over a sorted list of
-``(epoch, start_offset)``; when given a checkpoint file it rewrites it after
-every change so that a restart sees the same epochs.
+KIP-101 / KIP-279 (Kafka's ``LeaderEpochFileCache``).  The cache is pure
+logic over a sorted list of ``(epoch, start_offset)``; when given a checkpoint
+file it rewrites it after every change so that a restart sees the same epochs.
+
+Those rewrites are atomic (a rename) but not durable: an fsync per epoch
+change of thousands of partitions would stall a failover, and before the
+log's own records reach the disk the epochs describing them need not either.
+:meth:`LeaderEpochCache.sync` makes the file durable; the log calls it when it
+flushes its records (as Kafka since KAFKA-15046), and the loader checks the
+file against the epochs in the batches after a crash.
 
 >>> cache = LeaderEpochCache()
 >>> cache.assign(0, 0); cache.assign(3, 1200); cache.assign(2, 1500)   # 2 < 3: ignored
@@ -39,6 +46,7 @@ class LeaderEpochCache:
                  entries: Iterable[tuple[int, int]] = ()) -> None:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
+        self._unsynced = False             # the file may differ from what is on the disk
         for epoch, start in entries:
             self.assign(epoch, start, flush=False)
 
@@ -58,6 +66,7 @@ class LeaderEpochCache:
                                              f"entries ({e1}, {s1}) then ({e2}, {s2}) are not increasing")
         cache = cls(checkpoint)
         cache._entries = [EpochEntry(e, s) for e, s in stored]
+        cache._unsynced = True             # a crashed process may have left it in the page cache only
         return cache
 
     # --- queries -----------------------------------------------------------------------
@@ -68,6 +77,12 @@ class LeaderEpochCache:
     @property
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    def epoch_at(self, offset: int) -> int:
+        """The epoch whose records hold ``offset`` (the last to start at or before it), -1 if none."""
+        starts = [e.start_offset for e in self._entries]
+        i = bisect.bisect_right(starts, offset)
+        return self._entries[i - 1].epoch if i else UNDEFINED_EPOCH
 
     def start_offset_of(self, epoch: int) -> int | None:
         """Start offset of exactly ``epoch`` (KAFKA-7128's check), None if unknown."""
@@ -154,5 +169,14 @@ class LeaderEpochCache:
         self.flush()
 
     def flush(self) -> None:
+        """Rewrite the checkpoint file: atomically, not yet durably (see :meth:`sync`)."""
         if self._checkpoint is not None:
-            self._checkpoint.write(self._entries)
+            self._checkpoint.write(self._entries, durable=False)
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """Make the checkpoint durable if it changed since the last sync (fsync, rename,
+        fsync of the directory)."""
+        if self._checkpoint is not None and self._unsynced:
+            self._checkpoint.write(self._entries, durable=True)
+            self._unsynced = False

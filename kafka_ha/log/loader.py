@@ -13,13 +13,22 @@ What runs (Kafka's ``Log.loadSegments`` / ``recoverLog``):
 4. The leader epoch cache is read from ``leader-epoch-checkpoint``.  A missing
    or garbage file is rebuilt from the partition leader epochs of the v2
    batches in the log, so a damaged checkpoint never makes a replica forget
-   epochs (and truncate committed data when asked by a follower).
+   epochs (and truncate committed data when asked by a follower).  Entries
+   starting at or after the recovered log end are dropped.
+5. The file is only made durable when the records are (see
+   :mod:`.epoch_cache`), so after a crash it may be older than the batches
+   that survived, or, for a log truncated since, name epochs they do not
+   have.  The batches that were read anyway (recovered segments) and the
+   log's last batch are compared with it: if any batch's epoch is not the
+   one the cache says for its offset, the cache is rebuilt from the log.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+
+from kafka_ha.records.shallow import Entry
 
 from .checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
 from .config import LogConfig
@@ -52,17 +61,19 @@ def _remove_leftovers(dir: str) -> list[int]:
 
 
 def load_segments(dir: str, config: LogConfig, recovery_point: int,
-                  clean_shutdown: bool) -> tuple[list[LogSegment], bool]:
-    """The segments of ``dir``, recovered as needed; ``(segments, recovered_any)``."""
+                  clean_shutdown: bool) -> tuple[list[LogSegment], list[LogSegment]]:
+    """The segments of ``dir``, recovered as needed; ``(segments, those recovered)``."""
     bases = _remove_leftovers(dir)
     segments = [LogSegment(dir, base, config.index_interval_bytes) for base in bases]
-    recovered = False
+    recovered: list[LogSegment] = []
     for i, segment in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
         if not (unflushed or segment.tail_damaged):
             continue
-        recovered = True
+        log.info("[Log partition=%s, dir=%s] Recovering %s segment %d", os.path.basename(dir),
+                 os.path.dirname(dir), "unflushed" if unflushed else "damaged", segment.base_offset)
+        recovered.append(segment)
         truncated = segment.recover(config.max_message_bytes)
         if truncated and i + 1 < len(segments):
             later = segments[i + 1:]
@@ -88,17 +99,58 @@ def epochs_from_log(segments: list[LogSegment]) -> list[tuple[int, int]]:
     return result
 
 
-def load_epoch_cache(dir: str, segments: list[LogSegment]) -> LeaderEpochCache:
-    """The epoch cache from its checkpoint, or rebuilt from the log (see module doc)."""
+def _last_entry(segments: list[LogSegment]) -> Entry | None:
+    """The log's last entry (a header scan from the last index entry of the last non-empty segment)."""
+    for segment in reversed(segments):
+        last = None
+        for last in segment.headers(segment.index.last_position):
+            pass
+        if last is not None:
+            return last
+    return None
+
+
+def _disagreement(cache: LeaderEpochCache, entries) -> Entry | None:
+    """The first v2 batch whose partition leader epoch is not the cache's epoch for its offset."""
+    for entry in entries:
+        epoch = entry.partition_leader_epoch
+        if entry.magic == 2 and epoch >= 0 and cache.epoch_at(entry.first_offset) != epoch:
+            return entry
+    return None
+
+
+def _batches_to_check(segments: list[LogSegment], recovered: list[LogSegment]):
+    """The entries of the recovered segments (read anyway), then the log's last entry."""
+    for segment in recovered:
+        yield from segment.headers()
+    if not recovered or recovered[-1] is not segments[-1]:
+        last = _last_entry(segments)
+        if last is not None:
+            yield last
+
+
+def load_epoch_cache(dir: str, segments: list[LogSegment],
+                     recovered: list[LogSegment] = ()) -> LeaderEpochCache:
+    """The epoch cache from its checkpoint, or rebuilt from the log (see module doc);
+    the batches of the ``recovered`` segments are checked against it."""
     checkpoint = LeaderEpochCheckpointFile(os.path.join(dir, EPOCH_CHECKPOINT))
     try:
         cache = LeaderEpochCache.load(checkpoint)
     except CorruptCheckpointError as exc:
         log.warning("%s; rebuilding the leader epochs from the log", exc)
         cache = None
+    if cache is not None:
+        cache.truncate_from_end(segments[-1].next_offset)
+        cache.truncate_from_start(segments[0].base_offset)
+        wrong = _disagreement(cache, _batches_to_check(segments, recovered))
+        if wrong is not None:
+            log.warning("%s: the batch at offset %d has partition leader epoch %d, the checkpoint says "
+                        "epoch %d; rebuilding the leader epochs from the log", checkpoint.path,
+                        wrong.first_offset, wrong.partition_leader_epoch, cache.epoch_at(wrong.first_offset))
+            cache = None
     if cache is None:
         cache = LeaderEpochCache(checkpoint)
         cache.replace(epochs_from_log(segments))
-    cache.truncate_from_end(segments[-1].next_offset)
-    cache.truncate_from_start(segments[0].base_offset)
+        cache.truncate_from_end(segments[-1].next_offset)
+        cache.truncate_from_start(segments[0].base_offset)
     return cache

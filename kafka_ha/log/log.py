@@ -4,7 +4,8 @@ Appends take a producer's (leader) or the leader's (follower) record set as
 opaque bytes: :mod:`kafka_ha.records.validate` assigns or checks offsets, and
 the buffer is written to the active segment in one ``write``.  Reads return
 file slices, never copies.  Nothing here starts threads or timers; the broker
-calls :meth:`Log.flush` and :meth:`Log.delete_old_segments` periodically.
+calls :meth:`Log.flush`, :meth:`Log.flush_rolled_segments` and
+:meth:`Log.delete_old_segments` periodically.
 Startup recovery is in :mod:`.loader`.
 """
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import shutil
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
@@ -24,6 +24,7 @@ from .checkpoints import fsync_dir
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
+from .retention import deletable_count
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
@@ -54,15 +55,23 @@ class FetchData(NamedTuple):
 
 
 class Log:
-    """Segments ``[log_start_offset, log_end_offset)`` of one partition in ``dir``."""
+    """Segments ``[log_start_offset, log_end_offset)`` of one partition in ``dir``.
+
+    The log start offset may lie inside the first segment (a follower follows
+    its leader's, which may have deleted at other segment boundaries): offsets
+    below it are gone for readers, and their segment goes at the next retention.
+    """
 
     def __init__(self, dir: str, tp: TopicPartition, config: LogConfig, recovery_point: int = 0,
-                 clean_shutdown: bool = False) -> None:
+                 clean_shutdown: bool = False, log_start_offset: int = 0) -> None:
         self.dir, self.tp, self.config = dir, tp, config
         os.makedirs(dir, exist_ok=True)
         self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
         self._bases = [s.base_offset for s in self._segments]
-        self.epoch_cache = load_epoch_cache(dir, self._segments)
+        # A checkpointed start beyond what recovery kept cannot be honoured: clamp it.
+        self._log_start_offset = max(self._bases[0], min(log_start_offset, self.log_end_offset))
+        self.epoch_cache = load_epoch_cache(dir, self._segments, recovered)
+        self.epoch_cache.truncate_from_start(self._log_start_offset)
         # After recovery everything up to the LEO has been verified (Kafka does the same).
         self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
             else min(recovery_point, self.log_end_offset)
@@ -70,6 +79,7 @@ class Log:
         self.last_flush_ms = clock.monotonic_ms()  # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
         self._graveyard: list[tuple[float, LogSegment]] = []
+        self._truncations = 0          # a flush that yields checks it did not change meanwhile
         log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
                  self.log_end_offset, len(self._segments), self.epoch_cache.entries())
 
@@ -81,7 +91,22 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start up to ``offset`` (at most the LEO); False if it is not higher.
+
+        Offsets below it can no longer be read; the segments wholly below it
+        are deleted by the next :meth:`delete_old_segments`.  Callers bound
+        ``offset`` by their high watermark (Kafka's ``maybeIncrementLogStartOffset``).
+        """
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        log.info("%s: incremented the log start offset to %d", self.tp, offset)
+        return True
 
     @property
     def size(self) -> int:
@@ -112,11 +137,13 @@ class Log:
             return self.log_end_offset
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset
-        for segment in self._segments:
+        first = bisect.bisect_right(self._bases, self._log_start_offset) - 1
+        for segment in self._segments[first:]:
             prev_last = segment.base_offset - 1
             for entry in segment.headers():
-                if entry.max_timestamp >= timestamp:
-                    return entry.first_offset if entry.first_offset is not None else prev_last + 1
+                if entry.last_offset >= self._log_start_offset and entry.max_timestamp >= timestamp:
+                    found = entry.first_offset if entry.first_offset is not None else prev_last + 1
+                    return max(found, self._log_start_offset)
                 prev_last = entry.last_offset
         return None
 
@@ -240,9 +267,10 @@ class Log:
             # Log.truncateTo drops it too).
             self.epoch_cache.truncate_from_end(self.log_end_offset)
             return False
-        if offset < self.log_start_offset:
+        if offset < self._bases[0]:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._truncations += 1
         keep = bisect.bisect_right(self._bases, offset)
         for segment in self._segments[keep:]:
             self._retire(segment)
@@ -252,14 +280,17 @@ class Log:
                  self.tp, offset, self.log_end_offset, removed)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue empty at ``offset`` (e.g. the leader's log start moved past ours)."""
+        self._truncations += 1
         for segment in self._segments:
             self._retire(segment)
         self._segments = [LogSegment(self.dir, offset, self.config.index_interval_bytes)]
         self._bases = [offset]
+        self._log_start_offset = offset
         self._dir_dirty = True
         self.epoch_cache.clear()
         self.recovery_point = offset
@@ -267,38 +298,27 @@ class Log:
 
     # --- retention ----------------------------------------------------------------------------------
 
-    def delete_old_segments(self, now_ms: int, high_watermark: int | None = None) -> int:
-        """Delete whole segments past ``retention_ms`` or beyond ``retention_bytes``.
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
+        """Delete the old segments :func:`.retention.deletable_count` allows; returns how many.
 
-        Never the active segment, nor one holding offsets at or above
-        ``high_watermark`` (uncommitted data must survive).  A segment's age
-        is its largest known timestamp, or its file's mtime if it has none.
-        Returns the number of segments deleted.
+        ``high_watermark`` bounds what may go: only segments wholly below it.
+        A segment's age is its largest known timestamp, or its file's mtime if
+        it has none.
         """
         self._bury_dead(time.monotonic())
-        candidates = self._segments[:-1]
-        if high_watermark is not None:
-            candidates = [s for s, nxt in zip(candidates, self._bases[1:]) if nxt <= high_watermark]
-        by_time = 0
-        if self.config.retention_ms >= 0:
-            for segment in candidates:
-                stamp = segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
-                if now_ms - stamp <= self.config.retention_ms:
-                    break
-                by_time += 1
-        by_size, excess = 0, self.size - self.config.retention_bytes
-        if self.config.retention_bytes >= 0:
-            for segment in candidates:
-                if excess < segment.size:
-                    break
-                excess -= segment.size
-                by_size += 1
-        count = max(by_time, by_size)
+
+        def age_stamp(i: int) -> int:
+            segment = self._segments[i]
+            return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
+        count = deletable_count(self._bases, [s.size for s in self._segments], age_stamp, high_watermark,
+                                self._log_start_offset, now_ms, self.config.retention_ms,
+                                self.config.retention_bytes)
         if count:
             for segment in self._segments[:count]:
                 self._retire(segment)
             del self._segments[:count], self._bases[:count]
-            self.epoch_cache.truncate_from_start(self.log_start_offset)
+            self._log_start_offset = max(self._log_start_offset, self._bases[0])
+            self.epoch_cache.truncate_from_start(self._log_start_offset)
             log.info("%s: retention deleted %d segments, log start is now %d", self.tp, count,
                      self.log_start_offset)
         return count
@@ -320,31 +340,59 @@ class Log:
 
     # --- durability and lifecycle ---------------------------------------------------------------------
 
-    def flush(self, up_to: int | None = None) -> None:
+    def flush(self, up_to: int | None = None, fsync: Callable[[int], None] | None = None) -> None:
         """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
-        the recovery point (default: to the LEO)."""
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        self.last_flush_ms = clock.monotonic_ms()
+        the recovery point (default: to the LEO).
+
+        ``fsync`` (default ``os.fsync``) syncs the segment files; the broker passes one
+        that runs in a native thread, so other greenlets may append to, truncate or
+        flush this log meanwhile.  Appends after the start are not claimed; after a
+        truncation meanwhile the recovery point does not advance (the flushed
+        offsets may hold other records by now).
+        """
+        leo, truncations, unflushed = self.log_end_offset, self._truncations, self._unflushed_messages
+        target = leo if up_to is None else min(up_to, leo)
+        if target == leo:
+            self.last_flush_ms = clock.monotonic_ms()   # flush.ms counts what is still unflushed
         if self._dir_dirty:
-            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
             self._dir_dirty = False
+            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
+        # The epochs of the records about to become durable, and of any truncation.
+        self.epoch_cache.sync()
         if target <= self.recovery_point:
             return
-        for i, segment in enumerate(self._segments):
-            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+        for segment, next_base in zip(list(self._segments), self._bases[1:] + [None]):
+            if self._truncations != truncations:
+                return
+            if segment.base_offset < self._bases[0]:
+                continue                  # retention deleted it meanwhile
             if segment.base_offset < target and (next_base is None or next_base > self.recovery_point):
-                segment.flush()
-        self.recovery_point = target
-        self._unflushed_messages = 0
+                segment.flush(fsync)
+        if self._truncations != truncations:
+            return
+        self.recovery_point = max(self.recovery_point, target)
+        if target == leo:
+            self._unflushed_messages = max(0, self._unflushed_messages - unflushed)
+
+    def flush_rolled_segments(self, fsync: Callable[[int], None] | None = None) -> bool:
+        """Flush up to the active segment, as Kafka does when a segment rolls, so that the
+        recovery point moves without flush settings; False if there was nothing to do."""
+        active_base = self._bases[-1]
+        if active_base <= self.recovery_point:
+            return False
+        self.flush(active_base, fsync)
+        return True
 
     def close(self) -> None:
         for segment in self._segments:
             segment.close()
         self._bury_dead(float("inf"))
 
-    def delete(self) -> None:
-        self.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def rename_dir(self, new_dir: str) -> None:
+        """Move the log's directory (to delete it: see :mod:`.log_deletion`).  Open
+        descriptors stay valid; the log must take no more writes."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
 
     def __repr__(self) -> str:
         return f"Log({self.tp}, {self.log_start_offset}..{self.log_end_offset}, {len(self._segments)} segments)"

@@ -1,22 +1,28 @@
 """All partition logs of a broker across its log directories, and their checkpoints.
 
-Each log directory holds ``<topic>-<partition>`` subdirectories plus three
+Each log directory holds ``<topic>-<partition>`` subdirectories (and, for
+deleted logs, ``<topic>-<partition>.<id>-delete`` ones: :mod:`.log_deletion`) plus four
 files: ``recovery-point-offset-checkpoint`` (how far each log is known to be
-flushed), ``replication-offset-checkpoint`` (high watermarks) and, between a
-clean shutdown and the next start, ``.kafka_cleanshutdown``.  The manager runs
+flushed), ``replication-offset-checkpoint`` (high watermarks),
+``log-start-offset-checkpoint`` (log start offsets that lie inside a log's
+first segment) and, between a clean shutdown and the next start,
+``.kafka_cleanshutdown``.  The manager runs
 no threads or greenlets: the broker calls :meth:`LogManager.flush_all`,
-:meth:`LogManager.checkpoint_high_watermarks` and
-:meth:`LogManager.run_retention` on its own schedule.
+:meth:`LogManager.checkpoint_high_watermarks`, :meth:`LogManager.run_retention`
+and :meth:`LogManager.delete_doomed_logs` on its own schedule.
 
 Damage policy: a corrupt recovery-point checkpoint only costs time (every log
-is recovered from offset 0), so it is logged and ignored; a corrupt
-high-watermark checkpoint raises :class:`CorruptCheckpointError`, because
+is recovered from offset 0), and a corrupt log-start checkpoint only makes
+logs start at their first segment again, so both are logged and ignored; a
+corrupt high-watermark checkpoint raises :class:`CorruptCheckpointError`, because
 guessing high watermarks could expose or hide committed data.
 """
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import time
 from typing import Callable, Mapping
 
 from kafka_ha.model import TopicPartition
@@ -24,11 +30,13 @@ from kafka_ha.model import TopicPartition
 from .checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from .config import LogConfig
 from .log import Log
+from .log_deletion import DoomedLogs, is_doomed_dir_name
 
 log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
@@ -59,6 +67,10 @@ class LogManager:
         # Logs per directory, kept as they come and go: counting them for every new
         # log made creating 10,000 partitions quadratic (4.5 s of CPU).
         self._log_count = {d: 0 for d in self.log_dirs}
+        # Partitions whose log was deleted since the checkpoints were last written:
+        # their old recovery point and log start must not apply to a new log.
+        self._deleted_since_checkpoint: set[TopicPartition] = set()
+        self._doomed = DoomedLogs()
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
             self._load_dir(log_dir)
@@ -71,9 +83,19 @@ class LogManager:
         except CorruptCheckpointError as exc:
             log.warning("%s; recovering every log in %s from offset 0", exc, log_dir)
             recovery_points, clean = {}, False
+        try:
+            log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_CHECKPOINT)).read()
+        except CorruptCheckpointError as exc:
+            log.warning("%s; the logs in %s start at their first segment", exc, log_dir)
+            log_starts = {}
+        if clean:
+            log.info("Found clean shutdown file. Skipping recovery for all logs in data directory: %s", log_dir)
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
+                continue
+            if is_doomed_dir_name(name):
+                self._doomed.found_at_start_up(path)      # never loaded, whatever is left of it
                 continue
             tp = parse_log_dir_name(name)
             if tp is None:
@@ -81,7 +103,8 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise RuntimeError(f"partition {tp} has a log in both {self._dir_of[tp]} and {log_dir}")
-            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean)
+            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean,
+                                 log_starts.get(tp, 0))
             self._dir_of[tp] = log_dir
             self._log_count[log_dir] += 1
         if clean:
@@ -100,6 +123,8 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        if tp in self._deleted_since_checkpoint:
+            self.checkpoint_recovery_points()         # rare: a partition deleted and created again
         log_dir = min(self.log_dirs, key=self._log_count.__getitem__)
         path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}")
         created = Log(path, tp, config or self._config_for(tp.topic))
@@ -109,13 +134,22 @@ class LogManager:
         return created
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        removed = self._logs.pop(tp, None)
-        if removed is None:
+        """Rename the log of ``tp`` for deletion (one rename, no fsync, nothing removed
+        yet: :meth:`delete_doomed_logs` does that); False if there is none."""
+        doomed = self._logs.get(tp)
+        if doomed is None:
             return False
+        path = self._doomed.doom(doomed, time.monotonic())
+        del self._logs[tp]
         self._log_count[self._dir_of.pop(tp)] -= 1
-        removed.delete()
-        log.info("deleted log for %s", tp)
+        self._deleted_since_checkpoint.add(tp)
+        log.info("Log for partition %s is renamed to %s and is scheduled for deletion", tp, path)
         return True
+
+    def delete_doomed_logs(self, now: float, remove_tree: Callable[[str], None] = shutil.rmtree) -> int:
+        """Remove the directories of deleted logs, close their files once file.delete.delay.ms
+        has passed (``now`` from ``time.monotonic()``); returns how many directories went."""
+        return self._doomed.remove_due(now, remove_tree)
 
     # --- checkpoints ------------------------------------------------------------------------------------
 
@@ -131,8 +165,14 @@ class LogManager:
         self._write_per_dir(HIGH_WATERMARK_CHECKPOINT, {tp: hw for tp, hw in hws.items() if tp in self._dir_of})
 
     def checkpoint_recovery_points(self) -> None:
+        """Write each directory's recovery points, and its log start offsets that a restart
+        could not see in the segment files (as Kafka, those above their log's first segment)."""
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT,
                             {tp: lg.recovery_point for tp, lg in self._logs.items()})
+        self._write_per_dir(LOG_START_CHECKPOINT,
+                            {tp: lg.log_start_offset for tp, lg in self._logs.items()
+                             if lg.log_start_offset > lg.segment_base_offsets()[0]})
+        self._deleted_since_checkpoint.clear()
 
     def _write_per_dir(self, file_name: str, offsets: Mapping[TopicPartition, int]) -> None:
         for log_dir in self.log_dirs:
@@ -141,22 +181,27 @@ class LogManager:
 
     # --- periodic work -------------------------------------------------------------------------------------
 
-    def run_retention(self, now_ms: int,
-                      high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
-        """Apply retention to every log; returns the number of segments deleted."""
+    def run_retention(self, now_ms: int, high_watermarks: Mapping[TopicPartition, int]) -> int:
+        """Apply retention to every log, each below its high watermark; returns the number
+        of segments deleted.  A log without one (no LeaderAndIsr for it yet) keeps everything."""
         deleted = 0
         for tp, lg in self._logs.items():
-            hw = None if high_watermarks is None else high_watermarks.get(tp, lg.log_start_offset)
-            deleted += lg.delete_old_segments(now_ms, hw)
+            deleted += lg.delete_old_segments(now_ms, high_watermarks.get(tp, lg.log_start_offset))
         return deleted
 
-    def flush_dirty_logs(self, now: int) -> int:
+    def flush_dirty_logs(self, now: int, fsync: Callable[[int], None] | None = None) -> int:
         """Flush every log whose flush.ms has passed since its last flush (Kafka's
-        ``flushDirtyLogs``; ``now`` from ``clock.monotonic_ms``); returns how many."""
+        ``flushDirtyLogs``; ``now`` from ``clock.monotonic_ms``); returns how many.
+        ``fsync``: see :meth:`Log.flush`."""
         due = [lg for lg in self._logs.values() if lg.flush_due(now)]
         for lg in due:
-            lg.flush()
+            lg.flush(fsync=fsync)
         return len(due)
+
+    def flush_rolled_segments(self, fsync: Callable[[int], None] | None = None) -> int:
+        """Flush every log up to its active segment (Kafka flushes on every roll), so that
+        recovery points advance without flush settings; returns how many logs were flushed."""
+        return sum(lg.flush_rolled_segments(fsync) for lg in list(self._logs.values()))
 
     def flush_all(self) -> None:
         """fsync every log up to its LEO, then record the new recovery points."""
@@ -169,6 +214,7 @@ class LogManager:
         self.flush_all()
         for lg in self._logs.values():
             lg.close()
+        self._doomed.close()
         for log_dir in self.log_dirs:
             with open(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), "w"):
                 pass

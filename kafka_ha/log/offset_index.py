@@ -145,8 +145,9 @@ class OffsetIndex:
         self.offsets, self.positions = offsets, positions
         return True
 
-    def write(self, sync: bool = False) -> None:
-        """Append the unwritten entries to the file (and fsync it with ``sync``)."""
+    def write(self, sync: bool = False, fsync: Callable[[int], None] | None = None) -> None:
+        """Append the unwritten entries to the file (and fsync it with ``sync``, by ``fsync``
+        if given: it may run the fsync in a thread)."""
         if self.unwritten or sync:
             # Opened only for this: a descriptor kept open for every partition's
             # index would double a broker's open files (10k partitions on a broker
@@ -157,7 +158,7 @@ class OffsetIndex:
                 append_whole(fd, self.unwritten, os.fstat(fd).st_size)
                 self.unwritten = bytearray()
                 if sync:
-                    os.fsync(fd)
+                    (fsync or os.fsync)(fd)
             finally:
                 os.close(fd)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
@@ -317,9 +317,10 @@ class LogSegment:
         self._scan_tail()
         return removed
 
-    def flush(self) -> None:
-        os.fsync(self.fd)
-        self.index.write(sync=True)
+    def flush(self, fsync: Callable[[int], None] | None = None) -> None:
+        """fsync the log and index files (with ``fsync`` if given, e.g. in a thread)."""
+        (fsync or os.fsync)(self.fd)
+        self.index.write(sync=True, fsync=fsync)
 
     def close(self) -> None:
         try:

@@ -79,33 +79,15 @@ def resolve_bootstrap(options: Mapping[str, str]) -> str:
 
 def brokers_from_zookeeper(connect: str, timeout_s: float = 15.0) -> str:
     """``host:port,...`` of the brokers registered in ``/brokers/ids`` under ``connect``."""
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NoNodeError
+    from kafka_ha.zk.admin_store import AdminStore
 
-    from kafka_ha.zk.znodes import BROKER_IDS_PATH, BrokerIdZNode
-
-    zk = KazooClient(hosts=connect, timeout=timeout_s)
+    timeout_ms = int(timeout_s * 1000)
     try:
-        zk.start(timeout=timeout_s)
+        store = AdminStore.connect(connect, timeout_ms, timeout_ms, create_chroot=False)
     except Exception as exc:
         raise SourceError(f"cannot reach ZooKeeper at zookeeper.connect={connect}: {exc}") from exc
-    try:
-        found = []
-        try:
-            ids = zk.get_children(BROKER_IDS_PATH)
-        except NoNodeError:
-            ids = []
-        for child in sorted(ids, key=int):
-            path = f"{BROKER_IDS_PATH}/{child}"
-            try:
-                data, stat = zk.get(path)
-            except NoNodeError:
-                continue
-            info = BrokerIdZNode.decode(data, path, stat.czxid)
-            found.append(f"{info.host}:{info.port}")
-    finally:
-        zk.stop()
-        zk.close()
+    with store:
+        found = [f"{info.host}:{info.port}" for info in store.registered_brokers()]
     if not found:
         raise SourceError(f"no broker is registered under zookeeper.connect={connect}")
     return ",".join(found)

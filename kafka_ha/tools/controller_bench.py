@@ -28,16 +28,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from kafka_ha.admin.assignment import assign_replicas
-from kafka_ha.model import TopicAssignment
+from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble
-from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.multi_read import get_many
+from kafka_ha.zk.bench_store import BenchStore
 
-MULTI_CHUNK = 1000
+ZK_SESSION_TIMEOUT_MS = 10000
+ZK_CONNECTION_TIMEOUT_MS = 15000
 HANDLED = re.compile(r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] INFO Broker failure \[(?P<dead>[\d, ]+)\] "
                      r"handled: (?P<affected>\d+) partitions affected, (?P<written>\d+) state znodes "
                      r"written .* in (?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms",
@@ -76,45 +74,47 @@ class Bench:
         self.ensemble = ensemble
         self.rows: list[dict] = []
 
-    def cluster(self, name: str) -> tuple[LocalCluster, KazooClient]:
-        chroot = f"/{name}-{int(time.time())}"
-        root = KazooClient(self.ensemble.connect_string)
-        root.start()
-        root.ensure_path(chroot)
-        root.stop()
-        connect = self.ensemble.connect_string + chroot
+    def cluster(self, name: str) -> tuple[LocalCluster, BenchStore]:
+        connect = f"{self.ensemble.connect_string}/{name}-{int(time.time())}"
+        # Connecting creates the chroot, before the brokers start.
+        zk = BenchStore.connect(connect, ZK_SESSION_TIMEOUT_MS, ZK_CONNECTION_TIMEOUT_MS)
+        try:
+            return self._start_cluster(name, connect, zk), zk
+        except BaseException:
+            zk.close()
+            raise
+
+    def _start_cluster(self, name: str, connect: str, zk: BenchStore) -> LocalCluster:
         cluster = LocalCluster(Path(self.args.dir) / name, brokers=3, zk_connect=connect,
                                zk_session_timeout_ms=self.args.session_timeout_ms,
                                broker_ports=free_ports(3),
                                overrides={"auto.leader.rebalance.enable": False})
         cluster.start()
-        zk = KazooClient(connect)
-        zk.start()
-        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 60, "3 registered brokers")
-        wait_for(lambda: zk.exists("/controller"), 60, "a controller")
-        return cluster, zk
+        wait_for(lambda: len(zk.live_broker_ids()) == 3, 60, "3 registered brokers")
+        wait_for(lambda: zk.controller_id() is not None, 60, "a controller")
+        return cluster
 
-    def create_topics(self, zk: KazooClient, partitions: int) -> tuple[list[tuple[str, int]], float]:
+    def create_topics(self, zk: BenchStore, partitions: int) -> tuple[list[TopicPartition], float]:
         per_topic = min(self.args.partitions_per_topic, partitions)
         topics = [f"bench-{t}" for t in range(partitions // per_topic)]
         started = time.monotonic()
-        pending = [zk.create_async(zn.TopicZNode.path(t), zn.TopicZNode.encode(
-            TopicAssignment(t, assign_replicas([1, 2, 3], per_topic, 3)))) for t in topics]
-        for p in pending:
-            p.get()
-        tps = [(t, p) for t in topics for p in range(per_topic)]
-        paths = [zn.TopicPartitionStateZNode.path(t, p) for t, p in tps]
-        wait_for(lambda: zk.exists(paths[-1]) and all(v is not None for v in get_many(zk, paths).values()),
-                 600, f"{len(paths)} state znodes")
+        zk.create_assignments(TopicAssignment(t, assign_replicas([1, 2, 3], per_topic, 3))
+                              for t in topics)
+        tps = [TopicPartition(t, p) for t in topics for p in range(per_topic)]
+        wait_for(lambda: zk.partition_states(tps[-1:]) and len(zk.partition_states(tps)) == len(tps),
+                 600, f"{len(tps)} state znodes")
         return tps, time.monotonic() - started
 
-    def controller_id(self, zk: KazooClient) -> int:
-        return zn.ControllerZNode.decode(zk.get("/controller")[0])
+    def controller_id(self, zk: BenchStore) -> int:
+        controller = zk.controller_id()
+        if controller is None:
+            raise RuntimeError("no controller is registered")
+        return controller
 
-    def reelection(self, cluster: LocalCluster, zk: KazooClient, tps: list) -> dict:
+    def reelection(self, cluster: LocalCluster, zk: BenchStore, tps: list) -> dict:
         controller = self.controller_id(zk)
         victim = next(b for b in (1, 2, 3) if b != controller)
-        states = {tp: s for tp, s in self.read_states(zk, tps).items()}
+        states = {tp: s for tp, s in zk.partition_states(tps).items()}
         led = [tp for tp, s in states.items() if s.leader == victim]
         # every partition with a replica on the victim gets a new state: new leader or smaller ISR
         affected = [tp for tp, s in states.items() if victim in s.isr]
@@ -124,7 +124,7 @@ class Bench:
         def watch(event):
             deleted_at.append(time.time())
             gone.set()
-        zk.exists(zn.BrokerIdZNode.path(victim), watch=watch)
+        zk.watch_registration(victim, watch)
         cluster.kill_broker(victim)
         if not gone.wait(self.args.session_timeout_ms / 1000 + 30):
             raise TimeoutError("the victim's registration did not expire")
@@ -133,7 +133,7 @@ class Bench:
         done_at = log_time(match["ts"])
         ack_ms, write_ms = int(match["ack_ms"]), int(match["write_ms"])
         started_at = done_at - ack_ms / 1000
-        after = self.read_states(zk, led)
+        after = zk.partition_states(led)
         assert all(after[tp].leader not in (victim, -1) for tp in led), "not every partition moved"
         cluster.start_broker(victim)
         return {"led": len(led), "written_ms": (started_at + write_ms / 1000 - deleted_at[0]) * 1000,
@@ -141,30 +141,15 @@ class Bench:
                 "affected": int(match["affected"]), "written": int(match["written"]), "victim": victim,
                 "affected_tps": affected}
 
-    def read_states(self, zk: KazooClient, tps) -> dict:
-        paths = {zn.TopicPartitionStateZNode.path(*tp): tp for tp in tps}
-        return {paths[p]: zn.TopicPartitionStateZNode.decode(v[0], p, v[1].version)
-                for p, v in get_many(zk, paths).items()}
-
-    def floor(self, zk: KazooClient, tps: list) -> float:
+    def floor(self, zk: BenchStore, tps: list) -> float:
         """Raw kazoo: conditional rewrite of these state znodes in pipelined 1000-op multis."""
-        paths = [zn.TopicPartitionStateZNode.path(*tp) for tp in tps]
-        current = get_many(zk, paths)
+        snapshot = zk.snapshot_states(tps)
         started = time.monotonic()
-        pending = []
-        for i in range(0, len(paths), MULTI_CHUNK):
-            txn = zk.transaction()
-            for path in paths[i:i + MULTI_CHUNK]:
-                data, stat = current[path]
-                txn.set_data(path, data, version=stat.version)
-            pending.append(txn.commit_async())
-        for p in pending:
-            results = p.get()
-            assert not any(isinstance(r, Exception) for r in results), results[:3]
+        zk.rewrite_unchanged(snapshot)
         return (time.monotonic() - started) * 1000
 
-    def load(self, cluster: LocalCluster, zk: KazooClient) -> dict:
-        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 120, "3 live brokers")
+    def load(self, cluster: LocalCluster, zk: BenchStore) -> dict:
+        wait_for(lambda: len(zk.live_broker_ids()) == 3, 120, "3 live brokers")
         old = self.controller_id(zk)
         cluster.kill_broker(old)
 
@@ -200,7 +185,7 @@ class Bench:
                      f"failover done in {row['failover_ms']} ms")
             self.rows.append(row)
         finally:
-            zk.stop()
+            zk.close()
             cluster.stop()
             shutil.rmtree(cluster.dir, ignore_errors=True)
 
@@ -215,7 +200,7 @@ class Bench:
             time.sleep(2)
             return sum(wchs(self.ensemble.client_port(i)) for i in self.ensemble.ids)
         finally:
-            zk.stop()
+            zk.close()
             cluster.stop()
             shutil.rmtree(cluster.dir, ignore_errors=True)
 

@@ -29,15 +29,17 @@ def split_chroot(connect: str) -> tuple[str, str]:
 
 
 def connect(connect_string: str, session_timeout_ms: int,
-            connection_timeout_ms: int | None = None, use_gevent: bool = True) -> KazooClient:
-    """A started client; the chroot in the connect string is created if missing.
+            connection_timeout_ms: int | None = None, use_gevent: bool = True,
+            create_chroot: bool = True) -> KazooClient:
+    """A started client; the chroot in the connect string is created if missing
+    (unless ``create_chroot`` is False: a reader has no business creating it).
 
     Kafka creates its chroot at start-up too, so ``zookeeper.connect`` with a
     fresh ``/chroot`` works without an extra admin step.
     """
     hosts, chroot = split_chroot(connect_string)
     timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
-    if chroot:
+    if chroot and create_chroot:
         bootstrap = _client(hosts, session_timeout_ms, use_gevent)
         bootstrap.start(timeout=timeout_s)
         try:

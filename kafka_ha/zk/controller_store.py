@@ -248,20 +248,49 @@ class ControllerStore:
         return self.zk.get_children(zn.DELETE_TOPICS_PATH, watch=watch)
 
     def delete_topic_znodes(self, topic: str) -> None:
-        """The last step of topic deletion: assignment, config and marker (fenced where it counts)."""
-        self.zk.delete(zn.TopicZNode.path(topic), recursive=True)
-        for path in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic)):
-            self.fenced_delete(path)
+        """The last step of topic deletion: states, assignment, config and marker, all fenced.
+
+        Children go before their parents, a thousand deletes to a fenced multi,
+        so a controller deposed meanwhile (whose StopReplica round may have
+        been cut short) deletes nothing from the moment it lost the epoch.
+        """
+        paths = self._subtree(zn.TopicZNode.path(topic))[::-1]
+        paths += [p for p in (azn.TopicConfigZNode.path(topic), azn.DeleteTopicZNode.path(topic))
+                  if self.zk.exists(p) is not None]
+        for start in range(0, len(paths), MULTI_CHUNK - 1):
+            chunk = paths[start:start + MULTI_CHUNK - 1]
+            results = self._fenced_deletes(chunk).commit()
+            self._raise_if_fenced(results)
+            if any(isinstance(r, Exception) for r in results):
+                # Something in the chunk changed since the listing: go one by one, so
+                # that a znode already gone does not hold up the rest.
+                for path in chunk:
+                    results = self._fenced_deletes([path]).commit()
+                    self._raise_if_fenced(results)
+                    if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
+                        raise results[1]
+
+    def _subtree(self, root: str) -> list[str]:
+        """``root`` and every znode under it, parents before children; [] if ``root`` is gone."""
+        found: list[str] = []
+        level = [root]
+        while level:
+            children = self.zk.get_children_many(level)
+            found += [p for p in level if children[p] is not None]
+            level = [f"{p}/{c}" for p in level for c in children[p] or ()]
+        return found
+
+    def _fenced_deletes(self, paths: list[str], version: int = -1):
+        txn = self.zk.transaction()
+        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        for path in paths:
+            txn.delete(path, version=version)
+        return txn
 
     def write_assignment(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
         """Rewrite ``/brokers/topics/<t>`` (a reassignment's last step), fenced."""
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        txn.set_data(zn.TopicZNode.path(topic), zn.TopicZNode.encode(TopicAssignment(topic, partitions)))
-        results = txn.commit()
-        self._raise_if_fenced(results)
-        if isinstance(results[1], Exception):
-            raise results[1]
+        self.fenced_set(zn.TopicZNode.path(topic),
+                        zn.TopicZNode.encode(TopicAssignment(topic, partitions)))
 
     def fenced_set(self, path: str, data: bytes) -> None:
         txn = self.zk.transaction()
@@ -324,10 +353,7 @@ class ControllerStore:
 
     def fenced_delete(self, path: str, version: int = -1) -> bool:
         """Delete a znode as the controller; False if it was already gone."""
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        txn.delete(path, version=version)
-        results = txn.commit()
+        results = self._fenced_deletes([path], version).commit()
         self._raise_if_fenced(results)
         return not isinstance(results[1], Exception)
 

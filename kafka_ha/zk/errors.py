@@ -1,38 +1,176 @@
-"""Recognising malformed znode data: the error, and the strict checks that raise it.
+"""The project's errors for ZooKeeper: failed requests, malformed znode data, and their checks.
 
-Decoders (:mod:`kafka_ha.zk.znodes`, :mod:`kafka_ha.zk.admin_znodes`) build on
-the checks below, so every rejection names the znode that held the bytes and
+Failed requests: :func:`translated` turns kazoo's exceptions into the
+:class:`ZkError` family below (``ZkNoNode``, ``ZkNodeExists``,
+``ZkBadVersion``, ``ZkConnectionLost``, ``ZkSessionExpired``...), so that no
+module outside ``kafka_ha.zk`` imports kazoo, not even its exceptions; the
+stores raise only these.
+
+Malformed data: decoders (:mod:`kafka_ha.zk.znodes`, :mod:`kafka_ha.zk.admin_znodes`)
+build on the checks below, so every rejection names the znode that held the bytes and
 a log line points an operator at the exact path to inspect with
 ``zkCli.sh get``.  The checks are strict about types (a JSON ``true`` is not
 the int 1) and lenient about layout (key order, whitespace, unknown keys),
 because Kafka's own readers parse JSON and other tools write these nodes too.
 
-:func:`error_text` names kazoo's errors in log lines: most carry no text.
+:func:`error_text` names errors in log lines: most of ZooKeeper's carry no text.
 """
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NodeExistsError,
+                              NoNodeError, NotEmptyError, OperationTimeoutError, RolledBackError,
+                              RuntimeInconsistency, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
 
 from kafka_ha.model import TopicPartition
 
 
 def error_text(error: BaseException) -> str:
-    """The class of ``error``, and its text when it has one.
+    """The name of ``error``, and its text when it has one.
 
-    kazoo's ConnectionLoss or SessionExpiredError print as an empty string, which left
-    log lines such as "could not write ISR [1] ()".
+    ZooKeeper's ConnectionLoss or SessionExpired print as an empty string, which left
+    log lines such as "could not write ISR [1] ()".  A :class:`ZkError` goes by the
+    name of the failure it stands for, so log lines and tool output read as before.
 
-    >>> from kazoo.exceptions import ConnectionLoss
     >>> error_text(ConnectionLoss())
+    'ConnectionLoss'
+    >>> error_text(ZkConnectionLost())
     'ConnectionLoss'
     >>> error_text(OSError(28, "No space left on device"))
     'OSError: [Errno 28] No space left on device'
     """
     text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    name = error.failure if isinstance(error, ZkError) else type(error).__name__
+    return f"{name}: {text}" if text else name
+
+
+# --- Failed requests ------------------------------------------------------------
+
+
+class ZkError(Exception):
+    """A ZooKeeper request failed.
+
+    Each subclass also derives from the kazoo exception it stands for, so
+    code that still catches kazoo's types (the controller, around the broker
+    registration it runs) keeps recognising it; that base can go once every
+    caller uses these.  ``failure`` names the error as the client library
+    does, which is what log lines and the tools have always printed.
+    """
+
+    failure = "ZooKeeper error"
+
+
+class ZkNoNode(ZkError, NoNodeError):
+    """The znode does not exist."""
+
+    failure = "NoNodeError"
+
+
+class ZkNodeExists(ZkError, NodeExistsError):
+    """The znode to create exists already."""
+
+    failure = "NodeExistsError"
+
+
+class ZkBadVersion(ZkError, BadVersionError):
+    """A conditional write or delete met another version: someone changed the znode."""
+
+    failure = "BadVersionError"
+
+
+class ZkNotEmpty(ZkError, NotEmptyError):
+    """The znode to delete has children."""
+
+    failure = "NotEmptyError"
+
+
+class ZkRolledBack(ZkError, RolledBackError):
+    """A multi's operation was not applied because another one of it failed."""
+
+    failure = "RolledBackError"
+
+
+class ZkUnavailable(ZkError):
+    """ZooKeeper gave no answer: the request may or may not have been applied."""
+
+
+class ZkConnectionLost(ZkUnavailable, ConnectionLoss):
+    """The connection dropped before the answer came; the session may live on."""
+
+    failure = "ConnectionLoss"
+
+
+class ZkSessionExpired(ZkUnavailable, SessionExpiredError):
+    """The session ended: its ephemeral znodes and watches are gone."""
+
+    failure = "SessionExpiredError"
+
+
+class ZkTimeout(ZkUnavailable, KazooTimeoutError):
+    """No answer within the time allowed."""
+
+    failure = "KazooTimeoutError"
+
+
+# Most specific first: ConnectionClosedError is a SessionExpiredError.
+_TRANSLATIONS: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
+    (NoNodeError, ZkNoNode), (NodeExistsError, ZkNodeExists), (BadVersionError, ZkBadVersion),
+    (NotEmptyError, ZkNotEmpty), (RolledBackError, ZkRolledBack),
+    (RuntimeInconsistency, ZkRolledBack), (ConnectionLoss, ZkConnectionLost),
+    (SessionExpiredError, ZkSessionExpired), (OperationTimeoutError, ZkTimeout),
+    (KazooTimeoutError, ZkTimeout),
+)
+
+
+def translated_error(error: BaseException) -> BaseException:
+    """The project's error for kazoo's ``error``; any other error as it is.
+
+    >>> type(translated_error(NoNodeError())).__name__
+    'ZkNoNode'
+    >>> from kazoo.exceptions import ConnectionClosedError
+    >>> e = translated_error(ConnectionClosedError("closed"))
+    >>> type(e).__name__, e.failure, str(e)
+    ('ZkSessionExpired', 'ConnectionClosedError', 'closed')
+    >>> translated_error(ValueError("x"))
+    ValueError('x')
+    """
+    if isinstance(error, ZkError):
+        return error
+    for kazoo_type, ours in _TRANSLATIONS:
+        if isinstance(error, kazoo_type):
+            break
+    else:
+        if not isinstance(error, KazooException):
+            return error
+        ours = ZkError
+    translated = ours(*error.args)
+    translated.failure = type(error).__name__
+    return translated
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Raise the project's error in place of kazoo's one raised inside the block.
+
+    >>> with translated():
+    ...     raise NodeExistsError()
+    Traceback (most recent call last):
+    ...
+    kafka_ha.zk.errors.ZkNodeExists
+    """
+    try:
+        yield
+    except (KazooException, KazooTimeoutError) as e:
+        ours = translated_error(e)
+        if ours is e:
+            raise
+        raise ours from e
 
 
 class MalformedZnode(ValueError):

@@ -5,8 +5,9 @@ builds the znode path, ``encode(value)`` gives the exact bytes Kafka writes, and
 ``decode(data, path)`` turns bytes read from ZooKeeper back into a value from
 :mod:`kafka_ha.model`, raising :class:`~kafka_ha.zk.errors.MalformedZnode`
 when they are not what the family allows.  The admin, config, ISR-change and
-consumer codecs live in :mod:`kafka_ha.zk.admin_znodes` (also reachable from
-here); the path constants and encoding helpers below serve both modules.
+consumer codecs live in :mod:`kafka_ha.zk.admin_znodes`, which builds on the
+path constants and encoding helpers below (it imports this module, never the
+other way round).
 
 Writers are strict and readers are tolerant (``shared/reference/znodes.md``):
 encoders emit compact JSON in Kafka's key order so ``zkCli.sh get`` shows what
@@ -436,11 +437,3 @@ class ClusterIdZNode:
         obj = json_object(parse_json(data, path), path)
         return check_str(required(obj, "id", path), path, "id")
 
-
-def __getattr__(name: str) -> Any:
-    # Serve the admin codecs from here too, so callers need one import; lazily,
-    # because admin_znodes imports this module.
-    from kafka_ha.zk import admin_znodes
-    if name in admin_znodes.__all__:
-        return getattr(admin_znodes, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

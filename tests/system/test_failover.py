@@ -169,7 +169,7 @@ def test_last_isr_member_dies(cluster_factory, unclean):
 def test_conflicting_writer_between_read_and_write(cluster_factory):
     """Someone rewrites a state znode behind the controller's back: the election uses what is
     in ZooKeeper, not the controller's cached copy (the read-write race itself is provoked
-    deterministically in tests/integration/test_controller_store.py)."""
+    deterministically in tests/contract/test_controller_store.py)."""
     cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "raced", 3, 3)
     controller = cluster.wait_until(cluster.controller, message="no controller")

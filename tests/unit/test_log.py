@@ -240,13 +240,13 @@ def test_retention_by_bytes_and_time(tmp_path):
     fill(lg, 24, epoch=1)                                                 # segments 0, 24, 48, 72 (full)
     assert lg.segment_base_offsets() == [0, 24, 48, 72]
     assert lg.delete_old_segments(now_ms=0, high_watermark=23) == 0      # offset 23 is not committed
-    assert lg.delete_old_segments(now_ms=0) == 1
+    assert lg.delete_old_segments(now_ms=0, high_watermark=96) == 1
     assert lg.log_start_offset == 24 and lg.epoch_cache.entries() == [(1, 24)]
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(0, 100)
     lg.config = LogConfig(segment_bytes=8000, retention_ms=1000)
-    assert lg.delete_old_segments(now_ms=2003) == 0                       # newest timestamp 1003: 1000 ms old
-    assert lg.delete_old_segments(now_ms=5000) == 2                       # never the active segment
+    assert lg.delete_old_segments(now_ms=2003, high_watermark=96) == 0   # newest timestamp 1003: 1000 ms old
+    assert lg.delete_old_segments(now_ms=5000, high_watermark=96) == 2   # never the active segment
     assert lg.segment_base_offsets() == [72]
     assert offsets(lg.read(72, 10**6)) == list(range(72, 96))
     lg.close()
@@ -259,7 +259,8 @@ def test_flush_advances_the_recovery_point(lg, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
     lg.flush(up_to=30)
-    assert lg.recovery_point == 30 and len(synced) == 2 * 2 + 1          # two segments (log+index), the dir
+    # two segments (log + index), the log's directory, the epoch checkpoint (file + directory)
+    assert lg.recovery_point == 30 and len(synced) == 2 * 2 + 1 + 2
     lg.flush()
     assert lg.recovery_point == 80
 
@@ -304,7 +305,7 @@ def test_deleted_segments_stay_readable_until_the_delay(tmp_path):
     lg = open_log(tmp_path, LogConfig(segment_bytes=8000, retention_bytes=0, retention_ms=-1))
     fill(lg)
     pending = lg.read(0, 100)
-    assert lg.delete_old_segments(now_ms=0) == 3
+    assert lg.delete_old_segments(now_ms=0, high_watermark=80) == 3
     assert decode_records(pending.to_bytes()).__next__().offset == 0     # fd still open
     lg.close()
 

@@ -62,7 +62,8 @@ class FakeConnection:
 
     def _fetch(self, tp, offset):
         log = self.leader.logs[tp]
-        entry = {"partition_index": tp.partition, "high_watermark": log.log_end_offset, "records": b""}
+        entry = {"partition_index": tp.partition, "high_watermark": log.log_end_offset,
+                 "log_start_offset": log.log_start_offset, "records": b""}
         if offset > log.log_end_offset:
             return {**entry, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
         records = log.read(offset, 1 << 20).to_bytes()

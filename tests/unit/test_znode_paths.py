@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kafka_ha.zk import admin_znodes, znodes
+from kafka_ha.zk import znodes
 from kafka_ha.zk.admin_znodes import (ConfigChangeZNode, ConsumerOffsetZNode, DeleteTopicZNode,
                                       IsrChangeNotificationZNode, PreferredReplicaElectionZNode,
                                       ReassignPartitionsZNode, TopicConfigZNode)
@@ -60,12 +60,6 @@ def test_persistent_paths_cover_0_8_2_and_2_x_startup_lists() -> None:
            "/latest_producer_id_block"}
     assert v082 | v2x <= set(PERSISTENT_PATHS)
     assert len(set(PERSISTENT_PATHS)) == len(PERSISTENT_PATHS)
-
-
-def test_admin_codecs_are_reachable_from_znodes_too() -> None:
-    assert znodes.TopicConfigZNode is admin_znodes.TopicConfigZNode
-    with pytest.raises(AttributeError):
-        znodes.NoSuchZNode  # noqa: B018
 
 
 # --- Topic names ---------------------------------------------------------------------

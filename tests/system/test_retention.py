@@ -1,0 +1,62 @@
+"""Retention on real brokers: the leader's log start offset reaches its follower.
+
+Only the leader has a retention limit here (a broker-level setting); the
+follower keeps everything it is allowed to.  After the leader deletes old
+segments, the follower learns the new log start from Fetch responses, moves
+its own log start there, and deletes its segments wholly below it.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.connection import BrokerConnection
+from kafka_ha.protocol.errors import ErrorCode
+from tests.harness.kafka import create_topic
+from tests.system.test_log_safety import produce, wait_isr
+
+pytestmark = pytest.mark.system
+
+LEADER, FOLLOWER = 1, 2
+DEBUG_CONSUMER = -2            # may ask a follower (Kafka's replica id for debugging tools)
+OVERRIDES = {"log.segment.bytes": 2000, "log.retention.check.interval.ms": 500}
+
+
+def earliest_offset(cluster, broker, topic):
+    conn = BrokerConnection("127.0.0.1", cluster.port(broker), "retention-probe", 30)
+    try:
+        answer = conn.request(ApiKey.LIST_OFFSETS, 1, {"replica_id": DEBUG_CONSUMER, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -2}]}]})
+    finally:
+        conn.close()
+    part = answer["topics"][0]["partitions"][0]
+    assert part["error_code"] == ErrorCode.NONE, part
+    return part["offset"]
+
+
+def segment_bases(cluster, broker, topic):
+    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-0"
+    return sorted(int(f.stem) for f in data.glob("*.log"))
+
+
+def test_the_follower_follows_the_leaders_log_start(cluster_factory):
+    cluster = cluster_factory(2, overrides=OVERRIDES)
+    cluster.set_broker_config(LEADER, {"log.retention.bytes": 4000})
+    cluster.restart(LEADER)
+    cluster.wait_registered([LEADER, FOLLOWER])
+    create_topic(cluster, "trimmed", 1, 2, "--replica-assignment", f"{LEADER}:{FOLLOWER}")
+    wait_isr(cluster, "trimmed", {LEADER, FOLLOWER})
+    for i in range(15):                                        # one ~1.3 kB batch per segment
+        produce(cluster, "trimmed", [b"%02d-%048d" % (i, j) for j in range(20)], acks=-1)
+
+    # 300 records in ~1.3 kB segments, 4 kB kept: all but the last ~60 records go
+    cluster.wait_until(lambda: earliest_offset(cluster, LEADER, "trimmed") >= 200, timeout=30,
+                       message="the leader's retention did not delete its old segments")
+    cluster.wait_until(lambda: earliest_offset(cluster, FOLLOWER, "trimmed") ==
+                       earliest_offset(cluster, LEADER, "trimmed"), timeout=30,
+                       message="the follower's log start did not follow the leader's")
+    # and its segments wholly below the log start are deleted, without a retention limit of its own
+    cluster.wait_until(lambda: len([b for b in segment_bases(cluster, FOLLOWER, "trimmed")
+                                    if b <= earliest_offset(cluster, FOLLOWER, "trimmed")]) == 1,
+                       timeout=30, message="the follower kept segments below its log start")

@@ -1,0 +1,141 @@
+"""The controller's handling of brokers coming, going, bouncing and shutting down, run on the
+fake store (tests/harness/controller_driver.py)."""
+
+from gevent.event import AsyncResult
+
+from kafka_ha.controller import events as ev
+from kafka_ha.model import LeaderAndIsr, TopicPartition
+from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.zk import admin_znodes as azn
+from tests.harness.controller_driver import new_cluster, states
+from tests.harness.fake_controller_store import change_isr
+
+TP = TopicPartition("t", 0)
+
+
+def controlled_shutdown(controller, broker_id):
+    reply = AsyncResult()
+    controller.handle(ev.ControlledShutdownRequest(broker_id, reply))
+    return reply.get(block=False)
+
+
+def request_preferred_election(zk, *tps):
+    zk.client().create(azn.PreferredReplicaElectionZNode.PATH,
+                       azn.PreferredReplicaElectionZNode.encode(tps))
+
+
+def test_a_broker_that_bounces_after_its_controlled_shutdown_can_lead_again():
+    """Defect 3: the new incarnation of a broker is not shutting down."""
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3)}})
+    assert states(zk, "t", [0])[0].leader == 2
+    assert controlled_shutdown(controller, 2) == {"error_code": ErrorCode.NONE,
+                                                  "remaining_partitions": []}
+    moved = states(zk, "t", [0])[0]
+    assert moved.leader == 1 and 2 not in moved.isr
+    brokers.bounce(2)  # restarted before the controller looked at /brokers/ids again
+    controller.run_pending()
+    change_isr(zk.client(), TP, (1, 3, 2))  # the restarted broker caught up
+    controller.run_pending()
+    request_preferred_election(zk, TP)
+    controller.run_pending()
+    assert states(zk, "t", [0])[0].leader == 2, "the restarted broker must be able to lead"
+    assert controller.ctx.shutting_down == set()
+
+
+def test_a_dead_leader_is_replaced_from_the_isr_and_a_dead_follower_leaves_it():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3), 1: (1, 2)}})
+    controller.channel.clear()
+    brokers.kill(2)
+    controller.run_pending()
+    assert states(zk, "t", [0, 1]) == {0: LeaderAndIsr(1, 1, (1, 3), 1, 1),
+                                       1: LeaderAndIsr(1, 1, (1,), 1, 1)}
+    assert controller.channel.leader_and_isr(3)[TP].leader == 1
+    assert not controller.channel.sent(ApiKey.LEADER_AND_ISR, 2), "nothing goes to a dead broker"
+    metadata = controller.channel.sent(ApiKey.UPDATE_METADATA, 3)[-1].body
+    assert sorted(b["id"] for b in metadata["live_brokers"]) == [1, 3]
+
+
+def test_a_partition_without_a_live_isr_member_goes_offline_and_returns_with_it():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
+    brokers.kill(3)
+    controller.run_pending()
+    brokers.kill(2)
+    controller.run_pending()
+    assert states(zk, "t", [0])[0] == LeaderAndIsr(-1, 2, (2,), 1, 2), "keeps its last ISR member"
+    brokers.start(3)
+    controller.run_pending()
+    assert states(zk, "t", [0])[0].leader == -1, "3 is not in the ISR: no unclean election"
+    brokers.start(2)
+    controller.run_pending()
+    assert states(zk, "t", [0])[0] == LeaderAndIsr(2, 3, (2,), 1, 3)
+    assert controller.channel.leader_and_isr(2)[TP].leader == 2
+
+
+def test_enabling_unclean_election_brings_an_offline_partition_back_at_once():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
+    brokers.kill(3)
+    controller.run_pending()
+    brokers.kill(2)
+    controller.run_pending()
+    brokers.start(3)
+    controller.run_pending()
+    zk.client().create(azn.TopicConfigZNode.path("t"),
+                       azn.TopicConfigZNode.encode({"unclean.leader.election.enable": "true"}))
+    controller.handle(ev.TopicConfigChange("t"))
+    assert states(zk, "t", [0])[0].leader == 3
+    controller.handle(ev.TopicConfigChange("unknown"))  # ignored
+
+
+def test_a_restarted_broker_learns_the_metadata_and_its_roles():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (1, 2, 3), 1: (3, 1)}})
+    brokers.kill(2)
+    controller.run_pending()
+    controller.channel.clear()
+    brokers.start(2)
+    controller.run_pending()
+    metadata = controller.channel.sent(ApiKey.UPDATE_METADATA, 2)[0].body
+    assert {(s["topic"], s["partition"]) for s in metadata["partition_states"]} == {
+        ("t", 0), ("t", 1)}
+    assert set(controller.channel.leader_and_isr(2)) == {TP}, "only the partitions it replicates"
+    assert controller.channel.brokers.keys() == {1, 2, 3}
+
+
+def test_a_bounced_broker_is_handled_as_a_failure_and_a_start():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3)}})
+    brokers.bounce(2)
+    controller.run_pending()
+    state = states(zk, "t", [0])[0]
+    assert (state.leader, state.isr) == (1, (1, 3)), "its old incarnation's leadership ends"
+    assert TP in controller.channel.leader_and_isr(2)
+
+
+def test_controlled_shutdown_moves_leadership_and_reports_what_it_still_leads():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3), 1: (2,), 2: (3, 2)}})
+    change_isr(zk.client(), TopicPartition("t", 2), (3,))  # 2 fell out of that ISR
+    controller.run_pending()
+    reply = controlled_shutdown(controller, 2)
+    assert reply == {"error_code": ErrorCode.NONE, "remaining_partitions": []}
+    assert states(zk, "t", [0])[0] == LeaderAndIsr(3, 1, (3,), 1, 1)
+    assert states(zk, "t", [1])[1].leader == 2, "a single replica is not moved"
+    stopped = controller.channel.sent(ApiKey.STOP_REPLICA, 2)
+    assert [r.body["delete_partitions"] for r in stopped] == [False]
+    assert controller.ctx.shutting_down == {2}
+    brokers.kill(2)  # it exits
+    controller.run_pending()
+    assert controller.ctx.shutting_down == set()
+
+
+def test_controlled_shutdown_of_the_last_isr_member_leaves_it_leading():
+    zk, _, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
+    change_isr(zk.client(), TP, (2,))
+    controller.run_pending()
+    reply = controlled_shutdown(controller, 2)
+    assert reply == {"error_code": ErrorCode.NONE,
+                     "remaining_partitions": [{"topic": "t", "partition": 0}]}
+    assert states(zk, "t", [0])[0].leader == 2
+
+
+def test_controlled_shutdown_of_an_unknown_broker():
+    _, _, controller = new_cluster((1, 2))
+    assert controlled_shutdown(controller, 7)["error_code"] == ErrorCode.BROKER_NOT_AVAILABLE
