@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 import gevent
 
+from kafka_ha.broker.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.partition import Partition
-from kafka_ha.clock import monotonic_ms, now_ms
+from kafka_ha.clock import now_ms
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
@@ -31,7 +32,6 @@ VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
-YIELD_EVERY_MS = 50                  # longest stretch of reading partitions between two yields
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
@@ -92,10 +92,11 @@ class DataPlane:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
         # tp -> [error, base_offset, AppendResult, the Partition appended to]
         results: dict[TopicPartition, list] = {}
-        for topic in request["topic_data"]:
-            for part in topic["partition_data"]:
-                tp = TopicPartition(topic["name"], part["index"])
-                results[tp] = self._append(tp, part["records"], acks)
+        # In slices: a first write to thousands of partitions must not hold the loop
+        # (requests of one connection stay in order: they are served one at a time).
+        for topic, part in yielding((t, p) for t in request["topic_data"] for p in t["partition_data"]):
+            tp = TopicPartition(topic["name"], part["index"])
+            results[tp] = self._append(tp, part["records"], acks)
         if acks == 0:
             return None
         if acks == -1:
@@ -254,13 +255,9 @@ class DataPlane:
 
     def _read_all(self, wanted, replica_id: int, max_total: int, version: int):
         entries, total, errors = [], 0, False
-        yielded_ms = monotonic_ms()
-        for tp, offset, max_bytes in wanted:
-            if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
-                # A fetch of thousands of partitions must not starve the ZooKeeper
-                # heartbeat or other connections.
-                gevent.sleep(0)
-                yielded_ms = monotonic_ms()
+        # A fetch of thousands of partitions must not starve the ZooKeeper
+        # heartbeat or other connections: it reads in slices.
+        for tp, offset, max_bytes in yielding(wanted):
             # KIP-74 (v3+): the first partition returns its first entry even if it
             # exceeds the limits.  Below v3 the limit is hard: an oversized entry
             # comes back cut, and the client reports it as too large.

@@ -22,7 +22,7 @@ from gevent.lock import Semaphore
 from kafka_ha.broker import replication, storage_failure
 from kafka_ha.broker.replication import FollowerState
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
-from kafka_ha.clock import now_ms
+from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
 from kafka_ha.records.convert import needs_conversion, to_v2
@@ -73,6 +73,10 @@ class Partition:
         # wake for every HW step and a consumer's for every append it cannot see.
         self._appended = Event()
         self._hw_moved = Event()
+        # When this broker became leader (monotonic ms), until every ISR follower has
+        # fetched from the new epoch's start: the first moment an acks=all write can
+        # be acknowledged.  Logged once per leadership, to time failovers.
+        self._awaiting_isr_since: int | None = None
 
     # ---- role changes (LeaderAndIsr) -------------------------------------
 
@@ -98,6 +102,7 @@ class Partition:
         for r in s.isr:
             if r in self.followers:
                 self.followers[r].last_caught_up_ms = t
+        self._awaiting_isr_since = monotonic_ms()
         self._maybe_advance_hw()
         self._notify()
 
@@ -176,6 +181,13 @@ class Partition:
         if not replication.on_follower_fetch(follower, fetch_offset, self.log.log_end_offset, now,
                                              self.log.log_start_offset):
             return
+        if self._awaiting_isr_since is not None and replication.isr_reached(
+                self.isr, self.broker_id, self.followers, self.leader_epoch_start_offset):
+            log.info("Partition %s on broker %d: every ISR follower reached the start offset %d of "
+                     "leader epoch %d, %d ms after becoming leader", self.tp, self.broker_id,
+                     self.leader_epoch_start_offset, self.leader_epoch,
+                     monotonic_ms() - self._awaiting_isr_since)
+            self._awaiting_isr_since = None
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):
             self.joining.add(replica_id)

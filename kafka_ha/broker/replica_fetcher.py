@@ -20,6 +20,7 @@ from typing import Callable
 import gevent
 from gevent.event import Event
 
+from kafka_ha.broker.cooperative import yielding
 from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.broker.truncation import decide_truncation
 from kafka_ha.model import BrokerEndpoint, TopicPartition
@@ -137,24 +138,27 @@ class ReplicaFetcher:
         response = self._request(ApiKey.OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION, {"topics": [
             {"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
         not_ready = False
-        for topic in response["topics"]:
-            for entry in topic["partitions"]:
-                tp = TopicPartition(topic["topic"], entry["partition"])
-                p = partitions.get(tp)
-                if p is None or tp not in self.needs_truncation:
-                    continue  # removed meanwhile
-                if entry["error_code"] != ErrorCode.NONE:
-                    not_ready = True  # the leader is not ready yet; ask again
-                    continue
-                try:
-                    complete = self._truncate_one(p, entry["leader_epoch"], entry["end_offset"])
-                except ValueError as e:   # a nonsensical answer for this partition alone
-                    self._mark_failed(p, p.log.log_end_offset, e)
-                    continue
-                if complete:
-                    self.needs_truncation.discard(tp)
-                    self.fetching.add(tp)
-                # else: it stays in needs_truncation and asks again with its new latest epoch
+        done = 0
+        for topic, entry in yielding((t, e) for t in response["topics"] for e in t["partitions"]):
+            tp = TopicPartition(topic["topic"], entry["partition"])
+            p = partitions.get(tp)
+            if p is None or tp not in self.needs_truncation:
+                continue  # removed meanwhile (also during a pause of this loop)
+            if entry["error_code"] != ErrorCode.NONE:
+                not_ready = True  # the leader is not ready yet; ask again
+                continue
+            try:
+                complete = self._truncate_one(p, entry["leader_epoch"], entry["end_offset"])
+            except ValueError as e:   # a nonsensical answer for this partition alone
+                self._mark_failed(p, p.log.log_end_offset, e)
+                continue
+            if complete:
+                self.needs_truncation.discard(tp)
+                self.fetching.add(tp)
+                done += 1
+            # else: it stays in needs_truncation and asks again with its new latest epoch
+        log.info("Broker %d: truncation by leader epoch done for %d partition(s) of leader %d, "
+                 "%d still to ask", self.broker_id, done, self.source.broker_id, len(self.needs_truncation))
         if not_ready:
             gevent.sleep(BACKOFF_S / 5)
 
@@ -212,13 +216,13 @@ class ReplicaFetcher:
                      self.broker_id, self.source.broker_id, error_name(response["error_code"]))
             return
         backoff = False
-        for topic in response["responses"]:
-            for entry in topic["partitions"]:
-                tp = TopicPartition(topic["topic"], entry["partition_index"])
-                p = self._partition_of(tp)
-                if p is None or tp not in self.fetching:
-                    continue
-                backoff |= self._apply_fetched(p, entry)
+        # In slices: after each pause, a partition may have left (the checks below).
+        for topic, entry in yielding((t, e) for t in response["responses"] for e in t["partitions"]):
+            tp = TopicPartition(topic["topic"], entry["partition_index"])
+            p = self._partition_of(tp)
+            if p is None or tp not in self.fetching:
+                continue
+            backoff |= self._apply_fetched(p, entry)
         if backoff:
             gevent.sleep(BACKOFF_S)
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import gevent
 
 from kafka_ha.broker import storage_failure
+from kafka_ha.broker.cooperative import yield_to_io
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
@@ -194,7 +195,8 @@ class ReplicaManager:
             if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
                 # A big request must not starve the ZooKeeper heartbeat: on a loaded
                 # machine 200 new logs took 2.5 s, and the session (4 s) expired.
-                gevent.sleep(0)
+                # (sleep(0) did not do it: the hub does not poll sockets for it.)
+                yield_to_io()
                 yielded_ms = monotonic_ms()
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "

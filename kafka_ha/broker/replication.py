@@ -123,6 +123,18 @@ def out_of_sync_followers(isr: tuple[int, ...], leader_id: int, followers: dict[
             and now_ms - followers.get(r, FollowerState()).last_caught_up_ms > lag_time_max_ms]
 
 
+def isr_reached(isr: tuple[int, ...], leader_id: int, followers: dict[int, FollowerState],
+                offset: int) -> bool:
+    """Whether every ISR follower has fetched from ``offset`` on (a new leader's epoch
+    start): from then on the HW can pass what the new leader appends.
+
+    >>> f = {2: FollowerState(log_end_offset=10), 3: FollowerState(log_end_offset=-1)}
+    >>> isr_reached((1, 2), 1, f, 10), isr_reached((1, 2, 3), 1, f, 10), isr_reached((1,), 1, {}, 10)
+    (True, False, True)
+    """
+    return all(followers.get(r, FollowerState()).log_end_offset >= offset for r in isr if r != leader_id)
+
+
 def may_join_isr(follower: FollowerState, high_watermark: int, epoch_start_offset: int) -> bool:
     """A non-ISR follower rejoins once its LEO reaches the HW and the current epoch's start.
 

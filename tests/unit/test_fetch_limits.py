@@ -55,11 +55,11 @@ def test_the_broker_caps_every_answer_at_fetch_max_bytes(plane, version):
 
 def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
     """A fetch of many partitions gives other greenlets a turn between them (every
-    YIELD_EVERY_MS of reading; zero here, so that the test does not depend on speed)."""
-    from kafka_ha.broker import data_plane
+    SLICE_MS of reading; zero here, so that the test does not depend on speed)."""
+    from kafka_ha.broker import cooperative
     from kafka_ha.model import TopicPartition
 
-    monkeypatch.setattr(data_plane, "YIELD_EVERY_MS", 0)
+    monkeypatch.setattr(cooperative, "SLICE_MS", 0)
     logs, partitions = [], {}
     for i in range(300):
         tp = TopicPartition("t", i)

@@ -112,3 +112,21 @@ def test_a_healthy_new_leader_answers_once_its_hw_reaches_its_epoch_start(log_):
     assert broker.latest() == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
     p.on_follower_fetch(2, 3, NOW)
     assert broker.latest() == (ErrorCode.NONE, 3)
+
+
+# ---- a produce to thousands of partitions holds the loop one slice at a time --------------
+
+def test_a_produce_to_many_partitions_pauses_between_them(tmp_path, monkeypatch):
+    from kafka_ha.broker import cooperative
+    tps = [TopicPartition(TP.topic, i) for i in range(5)]
+    logs = [open_log(tmp_path, tp) for tp in tps]
+    partitions = [leader(lg, (1,)) for lg in logs]
+    broker = Broker(*partitions)
+    seen = []   # at each pause: how many partitions the request has appended to
+    monkeypatch.setattr(cooperative, "SLICE_MS", 0)
+    monkeypatch.setattr(cooperative, "yield_to_io",
+                        lambda: seen.append(sum(lg.log_end_offset == 1 for lg in logs)))
+    assert broker.produce(tps, acks=1) == {tp.partition: ErrorCode.NONE for tp in tps}
+    for lg in logs:
+        lg.close()
+    assert any(0 < n < len(tps) for n in seen), seen

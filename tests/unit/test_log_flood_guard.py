@@ -75,3 +75,33 @@ def test_one_record_seen_by_two_handlers_counts_once():
     for _ in range(3):
         logger.warning("same")
     assert len(first) == len(second) == 3
+
+
+def test_a_state_change_batch_keeps_every_line_under_the_guard():
+    """The state-change log is ours: a failover's batch of thousands of lines must reach
+    the file whole (a cut batch lost every transition past the first 256 characters)."""
+    from kafka_ha.state_change_log import LOGGER_NAME, PrefixEachLine, StateChangeBatch
+
+    lines = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(self.format(record))
+
+    handler = Keep()
+    handler.setFormatter(PrefixEachLine("%(levelname)s %(message)s"))
+    handler.addFilter(FloodGuard())
+    logger = logging.getLogger(LOGGER_NAME)
+    level, logger.level = logger.level, logging.INFO
+    logger.addHandler(handler)
+    try:
+        batch = StateChangeBatch()
+        for p in range(100):
+            batch.info(f"Broker 1 completed LeaderAndIsr request for partition [t,{p}] (100%)")
+        batch.emit()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    written = lines[0].split("\n")
+    assert len(written) == 100
+    assert written[99] == "INFO Broker 1 completed LeaderAndIsr request for partition [t,99] (100%)"

@@ -221,3 +221,25 @@ def test_replica_manager_counts_failed_partitions_until_their_next_leader_and_is
         wait_for(lambda: manager.partitions[B].log.log_end_offset == 2, "b-0 caught up after the retry")
     finally:
         manager.shutdown()
+
+
+def test_applying_one_fetch_response_pauses_between_partitions(tmp_path, leader, monkeypatch):
+    """A response for thousands of partitions is applied in slices, so the broker's loop
+    serves requests and ZooKeeper pings in between (its first writes stalled it 1.6 s)."""
+    from kafka_ha.broker import cooperative
+    tps = [TopicPartition("m", i) for i in range(6)]
+    for tp in tps:
+        leader.logs[tp] = open_log(tmp_path, LEADER, tp)
+        write(leader.logs[tp], 0, b"a")
+    followers = [follower_partition(open_log(tmp_path, FOLLOWER, tp)) for tp in tps]
+    fetcher = start_fetcher(followers)
+    wait_for(lambda: fetcher.fetching == set(tps), "truncation is done")
+    for tp in tps:
+        write(leader.logs[tp], 9, b"b")
+    seen = []   # at each pause: how many partitions hold the new record
+    monkeypatch.setattr(cooperative, "SLICE_MS", 0)
+    monkeypatch.setattr(cooperative, "yield_to_io",
+                        lambda: seen.append(sum(p.log.log_end_offset == 2 for p in followers)))
+    wait_for(lambda: all(p.log.log_end_offset == 2 for p in followers), "every partition fetched")
+    fetcher.stop()
+    assert any(0 < n < len(tps) for n in seen), seen

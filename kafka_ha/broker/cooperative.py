@@ -1,0 +1,58 @@
+"""Yielding from long loops on the gevent loop so that it serves I/O in between.
+
+``gevent.sleep(0)`` only switches to greenlets that are already runnable: the
+hub runs its queue of callbacks, new ones included, without polling sockets.
+A loop that yields that way still keeps every request, and the ZooKeeper
+client's pings, waiting until it ends (measured: LeaderAndIsr for 300 new
+partitions held an ApiVersions answer for 2.8 s although it yielded every
+50 ms; over a session timeout, the broker's registration is gone).  A timer,
+however short, makes the hub finish its iteration, and polling I/O is part of it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, TypeVar
+
+import gevent
+
+from kafka_ha.clock import monotonic_ms
+
+T = TypeVar("T")
+
+# Long enough to be a timer (not the sleep(0) callback), short enough to cost nothing:
+# the loop's clock is as old as the slice that yields, so the timer is due at once.
+YIELD_S = 0.0005
+
+
+def yield_to_io() -> None:
+    """Let the hub poll I/O and run whatever became ready, then go on."""
+    gevent.sleep(YIELD_S)
+
+# Longest stretch of per-partition work between two yields to the hub.
+SLICE_MS = 50
+
+
+def yielding(items: Iterable[T], slice_ms: int | None = None, clock: Callable[[], int] = monotonic_ms,
+             pause: Callable[[], None] | None = None) -> Iterator[T]:
+    """``items``, pausing (``yield_to_io``) before the next item whenever ``slice_ms``
+    have passed since the last pause: a loop over thousands of partitions then holds
+    the event loop for about one slice at a time.  Whoever loops must expect other
+    greenlets to have run at each pause (re-check what a request may have changed).
+
+    >>> t = [0]
+    >>> pauses = []
+    >>> def clock():
+    ...     t[0] += 20
+    ...     return t[0]
+    >>> [x for x in yielding("abcde", 50, clock, lambda: pauses.append(t[0]))]
+    ['a', 'b', 'c', 'd', 'e']
+    >>> pauses
+    [80]
+    """
+    slice_ms = SLICE_MS if slice_ms is None else slice_ms
+    pause = pause or yield_to_io
+    sliced_at = clock()
+    for item in items:
+        if clock() - sliced_at >= slice_ms:
+            pause()
+            sliced_at = clock()
+        yield item

@@ -1,0 +1,303 @@
+"""``kafka-failover-bench.sh``: the unavailability window after kill -9, as a client sees it.
+
+For each size (one topic of N partitions, RF 3 over 3 brokers, min.insync.replicas 2,
+a real 3-node ZooKeeper ensemble and real broker processes):
+
+1. the topic is created (its znode written directly) and every partition gets one
+   acks=all record from the project's producer; an ApiVersions probe to every broker
+   every ``--probe-interval-ms`` measures how long each broker's event loop stalls
+   while it creates the partitions and while it takes those first writes;
+2. two producer processes (acks=all and acks=1, Kafka's producer defaults: retries
+   without end, 100 ms backoff, ``--request-timeout-ms``) load metadata and wait;
+3. the broker (not the controller) that leads the most partitions is killed with
+   SIGKILL; at once both producers send one record to each partition it led, and
+   each records when its record was acknowledged;
+4. the brokers' logs give the timeline in between: registration deleted (session
+   expiry, seen by a ZooKeeper watch), the controller's event and state writes,
+   LeaderAndIsr applied on each survivor, follower truncation done, the new
+   leader's high watermark at its epoch's start (the ISR confirmed it), the
+   first acks=all acknowledgement;
+5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus raw kazoo
+   rewriting the same state znodes with pipelined multis (after everything else,
+   since it bumps their versions).
+
+Results go to ``--output`` (JSON, one entry per size) and a Markdown table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from kazoo.client import KazooClient
+
+from kafka_ha.admin.assignment import assign_replicas
+from kafka_ha.model import TopicAssignment
+from kafka_ha.tools import failover_timeline as tl
+from kafka_ha.tools.availability_probes import LoopProbe
+from kafka_ha.tools.controller_bench import Bench as ControllerBench, free_ports, progress, wait_for
+from kafka_ha.tools.local_cluster import LocalCluster
+from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
+from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.multi_read import get_many
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "failover"
+
+
+class ProducerProcess:
+    """``availability_probes produce`` in a child process: ready once it has metadata."""
+
+    def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
+             bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
+             "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the acks={acks} producer did not start")
+
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def result(self, timeout_s: float) -> dict:
+        out, _ = self.proc.communicate(timeout=timeout_s)
+        data = json.loads(out.strip().splitlines()[-1])
+        data["acked"] = {int(p): t for p, t in data["acked"].items()}
+        return data
+
+
+def log_text(cluster: LocalCluster, broker: int, name: str) -> str:
+    path = cluster.broker_dir(broker) / "logs" / name
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+class FailoverBench:
+    def __init__(self, args: argparse.Namespace, ensemble: Ensemble) -> None:
+        self.args = args
+        self.ensemble = ensemble
+
+    def cluster(self, name: str) -> tuple[LocalCluster, KazooClient]:
+        chroot = f"/{name}-{int(time.time())}"
+        root = KazooClient(self.ensemble.connect_string)
+        root.start()
+        root.ensure_path(chroot)
+        root.stop()
+        connect = self.ensemble.connect_string + chroot
+        cluster = LocalCluster(Path(self.args.dir) / name, brokers=3, zk_connect=connect,
+                               zk_session_timeout_ms=self.args.session_timeout_ms,
+                               broker_ports=free_ports(3),
+                               overrides={"auto.leader.rebalance.enable": False,
+                                          "min.insync.replicas": 2})
+        cluster.start()
+        zk = KazooClient(connect)
+        zk.start()
+        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 60, "3 registered brokers")
+        wait_for(lambda: zk.exists("/controller"), 60, "a controller")
+        return cluster, zk
+
+    def states(self, zk: KazooClient, n: int) -> dict[int, object]:
+        paths = {zn.TopicPartitionStateZNode.path(TOPIC, p): p for p in range(n)}
+        return {paths[path]: zn.TopicPartitionStateZNode.decode(v[0], path, v[1].version)
+                for path, v in get_many(zk, paths).items() if v is not None}
+
+    def produce_all(self, bootstrap: str, partitions: list[int], acks: str) -> dict:
+        producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms)
+        producer.go()
+        return producer.result(timeout_s=400)
+
+    def run_size(self, n: int) -> dict:
+        print(f"# {n} partitions", file=sys.stderr, flush=True)
+        cluster, zk = self.cluster(f"failover-{n}")
+        row: dict = {"partitions": n, "session_timeout_ms": self.args.session_timeout_ms,
+                     "request_timeout_ms": self.args.request_timeout_ms}
+        probe = LoopProbe({b: cluster.port(b) for b in cluster.broker_ids},
+                          self.args.probe_interval_ms / 1000)
+        try:
+            with probe:
+                row.update(self.create_and_write(cluster, zk, n, probe))
+                row.update(self.failover(cluster, zk, n, probe))
+            row["floor_write_ms"] = ControllerBench.floor(None, zk, [(TOPIC, p) for p in range(n)])
+            row["floor_s"] = self.args.session_timeout_ms / 1000 + row["floor_write_ms"] / 1000
+        finally:
+            zk.stop()
+            cluster.stop()
+            if not self.args.keep:
+                shutil.rmtree(cluster.dir, ignore_errors=True)
+        return row
+
+    def create_and_write(self, cluster: LocalCluster, zk: KazooClient, n: int, probe: LoopProbe) -> dict:
+        started = time.time()
+        zk.create(zn.TopicZNode.path(TOPIC), zn.TopicZNode.encode(
+            TopicAssignment(TOPIC, assign_replicas([1, 2, 3], n, 3))))
+        wait_for(lambda: len(self.states(zk, n)) == n, 600, f"{n} state znodes")
+        progress(f"controller created {n} partitions in {time.time() - started:.2f} s")
+        # The brokers take LeaderAndIsr for every partition; wait until each answers
+        # metadata for all of them (the producer's partitions_for does).
+        time.sleep(2)
+        created = time.time()
+        first = self.produce_all(cluster.bootstrap_servers, list(range(n)), "all")
+        if first["failed"] or len(first["acked"]) != n:
+            raise RuntimeError(f"first writes: {len(first['acked'])} of {n} acknowledged, "
+                               f"failures: {list(first['failed'].items())[:3]}")
+        written = time.time()
+        progress(f"first acks=all write to every partition took {written - first['started']:.2f} s")
+        return {"create_s": created - started, "first_write_s": written - first["started"],
+                "stall_create": probe.summary(started, created),
+                "stall_first_write": probe.summary(created, written)}
+
+    def failover(self, cluster: LocalCluster, zk: KazooClient, n: int, probe: LoopProbe) -> dict:
+        controller = zn.ControllerZNode.decode(zk.get("/controller")[0])
+        states = self.states(zk, n)
+        led = {b: [p for p, s in states.items() if s.leader == b] for b in cluster.broker_ids}
+        victim = max((b for b in cluster.broker_ids if b != controller), key=lambda b: len(led[b]))
+        partitions = sorted(led[victim])
+        survivors = [b for b in cluster.broker_ids if b != victim]
+        producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
+                                           cluster.bootstrap_of([victim]), partitions, acks,
+                                           self.args.request_timeout_ms)
+                     for acks in ("all", "1")}
+        deleted = threading.Event()
+        deleted_at: list[float] = []
+
+        def watch(_event) -> None:
+            deleted_at.append(time.time())
+            deleted.set()
+        zk.exists(zn.BrokerIdZNode.path(victim), watch=watch)
+        victim_stall = probe.summary(time.time() - 10)
+        probe.stop_broker(victim)
+        killed_at = time.time()
+        cluster.kill_broker(victim)
+        for p in producers.values():
+            p.go()
+        progress(f"killed broker {victim} (leader of {len(partitions)}); controller is {controller}")
+        results = {acks: p.result(timeout_s=400) for acks, p in producers.items()}
+        if not deleted.wait(60):
+            raise TimeoutError("the victim's registration did not go away")
+        done = time.time()
+        row = {"victim": victim, "controller": controller, "led": len(partitions),
+               "victim_stall_before_kill": victim_stall,
+               "registration_deleted_s": deleted_at[0] - killed_at,
+               "stall_failover": probe.summary(killed_at, done)}
+        for acks, r in results.items():
+            row[f"acks_{acks}"] = tl.percentiles([t - killed_at for t in r["acked"].values()])
+            row[f"acks_{acks}_failed"] = len(r["failed"])
+        row["phases"] = self.timeline(cluster, victim, controller, survivors, partitions, killed_at,
+                                      deleted_at[0], results["all"])
+        return row
+
+    def timeline(self, cluster: LocalCluster, victim: int, controller: int, survivors: list[int],
+                 partitions: list[int], killed_at: float, deleted_at: float, acks_all: dict) -> dict:
+        tps = {f"[{TOPIC},{p}]" for p in partitions}
+        rel = (lambda t: None if t is None else round(t - killed_at, 3))
+        handled = tl.controller_failure_handled(log_text(cluster, controller, "controller.log"), victim,
+                                                killed_at) or {}
+        phases = {"session expiry: registration deleted": rel(deleted_at),
+                  "controller event started": rel(handled.get("event_started")),
+                  "controller states written": rel(handled.get("states_written")),
+                  "controller: LeaderAndIsr acknowledged": rel(handled.get("leader_and_isr_acked"))}
+        for b in survivors:
+            changes = log_text(cluster, b, "state-change.log")
+            applied = tl.first_per_partition(tl.LEADER_AND_ISR_DONE, changes, killed_at, tps)
+            phases[f"broker {b}: LeaderAndIsr applied (last)"] = rel(max(applied.values(), default=None))
+            server = log_text(cluster, b, "server.log")
+            phases[f"broker {b}: truncation round done (last)"] = rel(
+                tl.last_match(tl.TRUNCATED, server, killed_at))
+        hw = {}
+        shrinks = expands = 0
+        for b in survivors:
+            server = log_text(cluster, b, "server.log")
+            hw.update(tl.first_per_partition(tl.ISR_AT_EPOCH_START, server, killed_at, tps))
+            shrinks += tl.count_after(tl.SHRINKING, server, killed_at)
+            expands += tl.count_after(tl.EXPANDING, server, killed_at)
+        phases["new leader: every ISR follower fetched from the epoch start"] = tl.percentiles(
+            [t - killed_at for t in hw.values()])
+        phases["first acks=all accepted"] = tl.percentiles(
+            [t - killed_at for t in acks_all["acked"].values()])
+        phases["ISR shrinks / expands logged by leaders"] = f"{shrinks} / {expands}"
+        return phases
+
+
+def seconds(v) -> str:
+    return "-" if v is None else f"{v:.2f} s"
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| partitions | led by the victim | acks=all p50 / p90 / max | acks=1 p50 / p90 / max "
+             "| floor (session + raw writes) | acks=all max / floor | acks=all max / acks=1 max "
+             "| longest loop stall: create / first writes / failover |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        a, b = r["acks_all"], r["acks_1"]
+
+        def stall(key: str) -> str:
+            return f"{max((s['max_ms'] for s in r[key].values()), default=0):.0f} ms"
+        lines.append(
+            f"| {r['partitions']} | {r['led']} | {seconds(a['p50'])} / {seconds(a['p90'])} / "
+            f"{seconds(a['max'])} | {seconds(b['p50'])} / {seconds(b['p90'])} / {seconds(b['max'])} "
+            f"| {seconds(r['floor_s'])} | {a['max'] / r['floor_s']:.2f}x | {a['max'] / b['max']:.2f}x "
+            f"| {stall('stall_create')} / {stall('stall_first_write')} / {stall('stall_failover')} |")
+    for r in rows:
+        lines += ["", f"Phases at {r['partitions']} partitions (seconds after the kill; the "
+                  f"victim's registration went {r['registration_deleted_s']:.2f} s after it):", "",
+                  "| phase | at |", "|---|---:|"]
+        for name, v in r["phases"].items():
+            if isinstance(v, dict):
+                v = f"p50 {seconds(v['p50'])}, p90 {seconds(v['p90'])}, max {seconds(v['max'])} (n={v['n']})"
+            elif isinstance(v, float):
+                v = seconds(v)
+            lines.append(f"| {name} | {v} |")
+    return "\n".join(lines)
+
+
+def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
+    """A 3-node ensemble on free ports: a port range found free can be taken before
+    ZooKeeper binds it on a machine shared with other runs, so try a few."""
+    for attempt in range(attempts):
+        ensemble = Ensemble(path, nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
+        try:
+            ensemble.start()
+            return ensemble
+        except EnsembleError:
+            ensemble.stop()
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafka-failover-bench.sh", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--partitions", default="3000", help="sizes, comma list (default 3000)")
+    p.add_argument("--session-timeout-ms", type=int, default=6000)
+    p.add_argument("--request-timeout-ms", type=int, default=30000, help="the producers' (Kafka's default)")
+    p.add_argument("--probe-interval-ms", type=int, default=50, help="ApiVersions loop probe interval")
+    p.add_argument("--output", default=str(ROOT / "bench-results" / "failover.json"))
+    p.add_argument("--dir", help="working directory (default: a new temporary one)")
+    p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
+    args = p.parse_args(argv)
+    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-failover-")
+    ensemble = start_ensemble(Path(args.dir) / "zk")
+    rows = []
+    try:
+        for n in [int(x) for x in args.partitions.split(",") if x]:
+            rows.append(FailoverBench(args, ensemble).run_size(n))
+    finally:
+        ensemble.stop()
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": rows},
+                              indent=1) + "\n")
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The broker-side timeline of a failover, read from the brokers' own logs (pure parsing).
+
+Every function takes log text and wall-clock times (seconds since the epoch; the
+logs' ``[%Y-%m-%d %H:%M:%S,mmm]`` stamps are local time with millisecond
+resolution) and returns times relative to the kill, so the bench's phases can be
+table-tested without a cluster.
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+STAMP = r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] "
+HANDLED = re.compile(STAMP + r"INFO Broker failure \[(?P<dead>[\d, ]+)\] handled: (?P<affected>\d+) "
+                     r"partitions affected, (?P<written>\d+) state znodes written .* in "
+                     r"(?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms", re.M)
+LEADER_AND_ISR_DONE = re.compile(
+    STAMP + r"INFO Broker (?P<broker>\d+) completed LeaderAndIsr request .* for the "
+    r"(?P<transition>become-leader|become-follower) transition for partition (?P<tp>\S+)", re.M)
+# partition.py: every ISR follower of a new leader fetched from its epoch's start.
+ISR_AT_EPOCH_START = re.compile(
+    STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): every ISR follower reached the "
+    r"start offset \d+ of leader epoch \d+", re.M)
+# replica_fetcher.py: a truncation round finished.
+TRUNCATED = re.compile(
+    STAMP + r"INFO Broker (?P<broker>\d+): truncation by leader epoch done for (?P<done>\d+) "
+    r"partition\(s\) of leader (?P<leader>\d+)", re.M)
+EXPANDING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Expanding ISR",
+                       re.M)
+SHRINKING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Shrinking ISR",
+                       re.M)
+
+
+def log_time(ts: str) -> float:
+    """A log stamp as seconds since the epoch (the local time zone, as the logs write it)."""
+    return datetime.strptime(ts, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def percentiles(values: list[float]) -> dict[str, float | int | None]:
+    """Median, p90 and max (nearest rank), and how many values.
+
+    >>> percentiles([5.0, 1.0, 3.0, 2.0, 4.0])
+    {'n': 5, 'p50': 3.0, 'p90': 5.0, 'max': 5.0}
+    >>> percentiles([])
+    {'n': 0, 'p50': None, 'p90': None, 'max': None}
+    """
+    if not values:
+        return {"n": 0, "p50": None, "p90": None, "max": None}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(len(ordered) * q) - 1))]
+    return {"n": len(ordered), "p50": rank(0.5), "p90": rank(0.9), "max": ordered[-1]}
+
+
+def controller_failure_handled(text: str, dead: int, after: float) -> dict | None:
+    """The controller's line for the failure of ``dead`` logged after ``after``: when its
+    event started, its states were written and its LeaderAndIsr acknowledged (absolute)."""
+    for m in HANDLED.finditer(text):
+        done = log_time(m["ts"])
+        if done < after or [int(b) for b in m["dead"].split(",")] != [dead]:
+            continue
+        started = done - int(m["ack_ms"]) / 1000
+        return {"event_started": started, "states_written": started + int(m["write_ms"]) / 1000,
+                "leader_and_isr_acked": done, "write_ms": int(m["write_ms"]),
+                "affected": int(m["affected"]), "written": int(m["written"])}
+    return None
+
+
+def first_per_partition(pattern: re.Pattern, text: str, after: float, tps: set[str]) -> dict[str, float]:
+    """For each partition of ``tps``, the first time ``pattern`` matched it after ``after``.
+
+    >>> text = ("[2026-01-01 10:00:01,000] INFO Partition [t,1] on broker 2: every ISR "
+    ...         "follower reached the start offset 5 of leader epoch 3, 40 ms after becoming leader (x)\\n"
+    ...         "[2026-01-01 10:00:02,500] INFO Partition [t,2] on broker 2: every ISR "
+    ...         "follower reached the start offset 9 of leader epoch 3, 40 ms after becoming leader (x)\\n")
+    >>> at = first_per_partition(ISR_AT_EPOCH_START, text, 0, {"[t,2]"})
+    >>> list(at), at["[t,2]"] - log_time("2026-01-01 10:00:01,000")
+    (['[t,2]'], 1.5)
+    """
+    out: dict[str, float] = {}
+    for m in pattern.finditer(text):
+        if m["tp"] in tps and m["tp"] not in out:
+            t = log_time(m["ts"])
+            if t >= after:
+                out[m["tp"]] = t
+    return out
+
+
+def last_match(pattern: re.Pattern, text: str, after: float) -> float | None:
+    """The time of the last line matching ``pattern`` after ``after`` (None if there is none)."""
+    times = [t for m in pattern.finditer(text) if (t := log_time(m["ts"])) >= after]
+    return max(times) if times else None
+
+
+def count_after(pattern: re.Pattern, text: str, after: float) -> int:
+    return sum(1 for m in pattern.finditer(text) if log_time(m["ts"]) >= after)
