@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafka_ha.client.producer import Producer
-from tests.harness.kafka import create_topic, log_text, read_states, topics_cli
+from tests.harness.kafka import create_topic, log_size, log_text, read_states, topics_cli
 
 pytestmark = pytest.mark.system
 TOPIC = "doomed"
@@ -54,11 +54,13 @@ def produce_to_every_partition(cluster, topic, partitions):
         producer.close()
 
 
-def test_replica_holder_dies_mid_deletion_leaves_no_log_behind(cluster_factory):
+@pytest.mark.parametrize("returns", ["after the deletion", "during the deletion"])
+def test_replica_holder_dies_mid_deletion_leaves_no_log_behind(cluster_factory, returns):
     """Broker ``late`` is paused, so the deletion waits for its StopReplica answer; broker
-    ``victim`` answers, then dies.  On e7bd7e2 the controller elected leaders for the
-    doomed partitions on that failure and sent LeaderAndIsr to the survivors, which
-    re-created their logs after deleting them; the deletion then completed and left
+    ``victim`` answers, then dies, and returns either once the deletion has completed or
+    while it still waits for ``late``.  On e7bd7e2 the controller elected leaders for the
+    doomed partitions on the failure (and sent the returning broker its replicas' states),
+    so brokers re-created logs they had deleted; the deletion then completed and left
     those logs on disk for good."""
     cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
     create_topic(cluster, TOPIC, 3, 3)
@@ -78,17 +80,23 @@ def test_replica_holder_dies_mid_deletion_leaves_no_log_behind(cluster_factory):
         time.sleep(1)
         assert topic_znodes(cluster), "the deletion cannot finish while a replica is paused"
 
+        since = log_size(cluster, controller, "controller.log")
         cluster.kill(victim)
         cluster.zk.delete(f"/brokers/ids/{victim}")   # its session expires, as it were, now
-        cluster.wait_until(lambda: f"dead [{victim}]" in log_text(cluster, controller, "controller.log"),
+        cluster.wait_until(lambda: f"dead [{victim}]" in log_text(cluster, controller, "controller.log", since),
                            timeout=30, message=f"the controller did not handle the death of {victim}")
-        time.sleep(1)   # the failure's requests (if any) go out and are applied
+        if returns == "during the deletion":
+            cluster.start_broker(victim)
+            cluster.wait_until(lambda: f"new [{victim}]" in log_text(cluster, controller, "controller.log", since),
+                               timeout=30, message=f"the controller did not see {victim} return")
+        time.sleep(1)   # the requests of those events (if any) go out and are applied
     finally:
         cluster.sigcont(late)
 
     cluster.wait_until(lambda: not topic_znodes(cluster), timeout=60,
                        message=f"the deletion of {TOPIC} did not complete")
-    cluster.start_broker(victim)
+    if returns == "after the deletion":
+        cluster.start_broker(victim)
     cluster.wait_registered([victim])
     assert_no_topic_dirs_left(cluster)
     assert not read_states(cluster, TOPIC)
