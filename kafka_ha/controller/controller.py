@@ -168,6 +168,9 @@ class KafkaController:
 
     def _elect(self) -> None:
         controller = self.store.controller_id(watch=self._watch(ev.ControllerChange()))
+        if controller == self.broker_id and not self.active and \
+                self.store.delete_controller_of_previous_process():
+            controller = None   # elect now, not when that process's session expires
         if controller is not None:
             if controller != self.broker_id and self.active:
                 self._resign(f"broker {controller} is the controller now", touch_zk=False)
