@@ -40,13 +40,14 @@ from kazoo.client import KazooClient
 
 from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
-from kafka_ha.model import TopicAssignment
+from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
 from kafka_ha.tools.controller_bench import Bench as ControllerBench, free_ports, progress, wait_for
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
 from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.bench_store import BenchStore
 from kafka_ha.zk.multi_read import get_many
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ class FailoverBench:
             with probe:
                 row.update(self.create_and_write(cluster, zk, n, probe))
                 row.update(self.failover(cluster, zk, n, probe))
-            row["floor_write_ms"] = ControllerBench.floor(None, zk, [(TOPIC, p) for p in range(n)])
+            row["floor_write_ms"] = self.floor(cluster.connect_string, n)
             row["floor_s"] = self.args.session_timeout_ms / 1000 + row["floor_write_ms"] / 1000
         finally:
             zk.stop()
@@ -134,6 +135,11 @@ class FailoverBench:
             if not self.args.keep:
                 shutil.rmtree(cluster.dir, ignore_errors=True)
         return row
+
+    def floor(self, connect: str, n: int) -> float:
+        """Milliseconds for the controller bench's floor: the same state znodes rewritten raw."""
+        with BenchStore.connect(connect, self.args.session_timeout_ms, 30000) as store:
+            return ControllerBench.floor(None, store, [TopicPartition(TOPIC, p) for p in range(n)])
 
     def create_and_write(self, cluster: LocalCluster, zk: KazooClient, n: int, probe: LoopProbe) -> dict:
         started = time.time()
