@@ -33,7 +33,7 @@ from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
-from kafka_ha.tools.zk_ensemble import Ensemble
+from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
 from kafka_ha.zk.bench_store import BenchStore
 
 ZK_SESSION_TIMEOUT_MS = 10000
@@ -228,6 +228,21 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
+    """A 3-node ensemble on free ports: a port range found free can be taken before
+    ZooKeeper binds it on a machine shared with other runs, so try a few."""
+    for attempt in range(attempts):
+        ensemble = Ensemble(path, nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
+        try:
+            ensemble.start()
+            return ensemble
+        except EnsembleError:
+            ensemble.stop()
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def method(args: argparse.Namespace) -> str:
     return (f"Per size: topics of {args.partitions_per_topic} partitions, RF 3 over 3 brokers, a "
             f"real 3-node ZooKeeper ensemble and real broker processes, session timeout "
@@ -296,9 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     run = Run("controller", "Controller: re-election, load, watches", "bin/kafka-controller-bench.sh",
               argv)
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-bench-")
-    zk_port = args.zk_port or free_ports(1)[0] // 10 * 10
-    ensemble = Ensemble(Path(args.dir) / "zk", nodes=3, zk_port=zk_port)
-    ensemble.start()
+    if args.zk_port:
+        ensemble = Ensemble(Path(args.dir) / "zk", nodes=3, zk_port=args.zk_port)
+        ensemble.start()
+    else:
+        ensemble = start_ensemble(Path(args.dir) / "zk")
     bench = Bench(args, ensemble)
     try:
         for n in [int(x) for x in args.partitions.split(",") if x]:

@@ -43,9 +43,10 @@ from kafka_ha.bench_results import Run, Table, add_output_options, print_summary
 from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
-from kafka_ha.tools.controller_bench import Bench as ControllerBench, free_ports, progress, wait_for
+from kafka_ha.tools.controller_bench import (Bench as ControllerBench, free_ports, progress,
+                                             start_ensemble, wait_for)
 from kafka_ha.tools.local_cluster import LocalCluster
-from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
+from kafka_ha.tools.zk_ensemble import Ensemble
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.bench_store import BenchStore
 from kafka_ha.zk.multi_read import get_many
@@ -301,21 +302,6 @@ def plots(rows: list[dict]) -> list[dict]:
              "series": {"acks=all (max)": [r["acks_all"]["max"] for r in rows],
                         "acks=1 (max)": [r["acks_1"]["max"] for r in rows],
                         "floor: session + raw writes": [r["floor_s"] for r in rows]}}]
-
-
-def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
-    """A 3-node ensemble on free ports: a port range found free can be taken before
-    ZooKeeper binds it on a machine shared with other runs, so try a few."""
-    for attempt in range(attempts):
-        ensemble = Ensemble(path, nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
-        try:
-            ensemble.start()
-            return ensemble
-        except EnsembleError:
-            ensemble.stop()
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
 
 
 def main(argv: list[str] | None = None) -> int:
