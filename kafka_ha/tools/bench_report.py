@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -102,7 +103,25 @@ def run_line(data: dict) -> str:
     commit = (data["commit"] or "unknown")[:12]
     if data.get("code_modified"):
         commit += " with uncommitted changes to the code"
-    return f"{data['date']}, commit `{commit}`: `{data['command']}`"
+    return f"{data['date']}, commit `{commit}`: `{shown_command(data['command'])}`"
+
+
+def shown_command(command: str) -> str:
+    """The command as the page shows it: without ``--note``, whose text has a line of its own.
+
+    >>> shown_command("bin/x.sh --a 1 --note 'two words' --b 2,3 --note=x")
+    'bin/x.sh --a 1 --b 2,3'
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    shown, after_note = [], False
+    for word in words:
+        if not after_note and word != "--note" and not word.startswith("--note="):
+            shown.append(word)
+        after_note = word == "--note"
+    return shlex.join(shown)
 
 
 def section(data: dict, img_link: str) -> str:

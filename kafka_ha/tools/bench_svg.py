@@ -13,7 +13,7 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 20, 44, 64
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 # Colour-blind-safe (Tableau 10).
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1"]
-FONT = 'font-family="sans-serif" font-size="12"'
+FONT = 'font-family="sans-serif"'
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -55,8 +55,8 @@ def _f(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
-def _text(x: float, y: float, s: str, anchor: str = "middle", extra: str = "") -> str:
-    return (f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}" {FONT}{extra}>'
+def _text(x: float, y: float, s: str, anchor: str = "middle", size: int = 12, extra: str = "") -> str:
+    return (f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}" {FONT} font-size="{size}"{extra}>'
             f"{escape(s)}</text>")
 
 
@@ -66,7 +66,7 @@ def _frame(title: str, ticks: list[float], y_label: str, x_label: str) -> list[s
            f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img">',
            f"<title>{escape(title)}</title>",
            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-           _text(WIDTH / 2, 22, title, extra=' font-weight="bold" font-size="14"')]
+           _text(WIDTH / 2, 22, title, size=14, extra=' font-weight="bold"')]
     for t in ticks:
         y = TOP + PLOT_H * (1 - t / ticks[-1])
         out.append(f'<line x1="{LEFT}" y1="{_f(y)}" x2="{LEFT + PLOT_W}" y2="{_f(y)}" '
@@ -117,7 +117,7 @@ def bar_chart(title: str, categories: list[str], series: dict[str, list[float | 
             out.append(f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(bar_w * 0.92)}" '
                        f'height="{_f(TOP + PLOT_H - y)}" fill="{PALETTE[s % len(PALETTE)]}">'
                        f"<title>{escape(f'{name}, {category}: {number(value)}')}</title></rect>")
-            out.append(_text(x + bar_w * 0.46, y - 3, number(value), extra=' font-size="10"'))
+            out.append(_text(x + bar_w * 0.46, y - 3, number(value), size=10))
         out.append(_text(LEFT + c * group_w + group_w / 2, TOP + PLOT_H + 16, category))
     return "\n".join(out + _legend(list(series)) + ["</svg>"]) + "\n"
 
