@@ -49,7 +49,10 @@ def test_the_page_shows_each_run_with_its_tables_ratios_and_plots(layout):
     files = render(load(results), page, img)
     assert set(files) == {page, img / "bench-failover-window.svg", img / "bench-latency-curve.svg"}
     text = files[page]
-    for expected in ["## Availability after kill -9 of a leader", "One topic, a kill -9, two producers.",
+    for expected in ["## Availability after kill -9 of a leader (`bin/kafka-failover-bench.sh`)",
+                     "[Availability after kill -9 of a leader]"
+                     "(#availability-after-kill--9-of-a-leader-binkafka-failover-benchsh)",
+                     "One topic, a kill -9, two producers.",
                      "`bin/kafka-failover-bench.sh --partitions 100,300`", "`0123456789ab`",
                      "2026-11-25T15:00:00+00:00", "2 cores (Test CPU), 23.5 GiB, Linux 6.1, CPython 3.11.7",
                      "load average 3.5 at the start, 4.25 at the end", "**Note:** A loaded machine.",
