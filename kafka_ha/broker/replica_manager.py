@@ -18,6 +18,7 @@ import gevent
 
 from kafka_ha.broker import storage_failure
 from kafka_ha.broker.cooperative import yield_to_io
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
@@ -51,7 +52,8 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, log_manager, isr_writer: IsrWriter | None,
                  min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
-                 halt: Halt = storage_failure.halt) -> None:
+                 halt: Halt = storage_failure.halt,
+                 topic_exists: Callable[[str], bool] = lambda _topic: True) -> None:
         self.config = config
         self._halt = halt
         self.broker_id = config.broker_id
@@ -62,6 +64,10 @@ class ReplicaManager:
         self._endpoint_of = endpoint_of
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
+        # The partitions as Produce, Fetch and the offset requests reach them
+        # (replica_appends, replica_reads, replica_offsets); ``topic_exists`` (the
+        # cluster metadata) tells which error a partition not hosted here gets.
+        self.hosted = HostedPartitions(self.partitions, topic_exists)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.

@@ -1,11 +1,12 @@
 """Fetch requests that must not cost a broker its loop or its memory (issue: hostile input).
 
-A real leader Partition over a real Log behind the DataPlane, no network.
+A real leader Partition over a real Log behind the DataApis, no network.
 """
 import gevent
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.protocol.errors import ErrorCode
 from tests.unit.leader_setup import TP, batch, leader, open_log
 
@@ -16,7 +17,8 @@ def plane(tmp_path):
     p = leader(log_, (1,))
     for i in range(20):
         p.append_as_leader(batch(b"x" * 1000), acks=1)
-    yield DataPlane(1, {TP: p}, lambda t: t == TP.topic, lambda t: 1000012, fetch_max_bytes=10_000)
+    yield DataApis(HostedPartitions({TP: p}, lambda t: t == TP.topic), lambda t: 1000012,
+                   fetch_max_bytes=10_000)
     log_.close()
 
 
@@ -68,7 +70,7 @@ def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
         p = leader(log_, (1,))
         p.append_as_leader(batch(b"x" * 100), acks=1)
         partitions[tp] = p
-    plane = DataPlane(1, partitions, lambda t: True, lambda t: 1000012, fetch_max_bytes=10**8)
+    plane = DataApis(HostedPartitions(partitions, lambda t: True), lambda t: 1000012, fetch_max_bytes=10**8)
     ticks = []
     ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0)) for _ in range(10**6)])
     gevent.sleep(0)
