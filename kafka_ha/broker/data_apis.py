@@ -15,6 +15,7 @@ import logging
 from typing import Any, Callable
 
 from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
+from kafka_ha.broker.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
+DOWN_CONVERT_MAX_BYTES = 1 << 19     # most stored bytes one answer to a Fetch v0-3 reader converts
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
@@ -116,6 +118,11 @@ class DataApis:
         # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
         max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         down_converted = version < MODERN_FETCH_VERSION and replica_id < 0
+        if down_converted:
+            # What an old reader gets is converted record by record in Python, on the
+            # loop: its answer is kept small enough that one conversion is a short
+            # stall.  Any fetch may return less than asked; the reader fetches again.
+            max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
         params = FetchParams(replica_id, request["max_wait_ms"], request["min_bytes"], max_total,
                              hard_max_bytes_limit=version < 3, as_stored=not down_converted)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
@@ -174,7 +181,7 @@ class DataApis:
         is an error for that partition, not a gigabyte of memory.
         """
         total = 0
-        for (tp, entry), (_, offset, partition_max) in zip(entries, wanted):
+        for (tp, entry), (_, offset, partition_max) in yielding(zip(entries, wanted)):
             data = entry["records"]
             if not data:
                 continue

@@ -1,6 +1,6 @@
 """What a broker knows of the cluster, from the controller's UpdateMetadata requests.
 
-Serves Metadata requests with 0.8.2's semantics (wire-protocol.md §4): a dead
+Serves Metadata requests with 0.8.2's semantics (its ``MetadataCache.scala``): a dead
 leader gives LEADER_NOT_AVAILABLE with leader -1; a dead replica or ISR member
 gives REPLICA_NOT_AVAILABLE and only live brokers are listed.
 """

@@ -47,10 +47,28 @@ def main(argv=None) -> int:
     parser.add_argument("--frames", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the report to this file")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the cluster's directory (logs, server.out) and print it")
+    parser.add_argument("--blocking-report-s", type=float,
+                        help="brokers print the stack of whatever blocks their event loop longer "
+                             "than this to server.out (gevent's monitor thread); implies --keep")
     args = parser.parse_args(argv)
+    if args.blocking_report_s:
+        import os
+
+        import gevent
+        gevent.config.monitor_thread   # settled for this process before the brokers' setting
+        os.environ["GEVENT_MONITOR_THREAD_ENABLE"] = "true"
+        os.environ["GEVENT_MAX_BLOCKING_TIME"] = str(args.blocking_report_s)
+        args.keep = True
     from tests.harness.cluster import ClusterFixture
-    with ClusterFixture(3, OVERRIDES) as cluster:
+    cluster = ClusterFixture(3, OVERRIDES).start()
+    try:
         result, problems = fuzz(cluster, args.frames, args.seed)
+    finally:
+        cluster.stop(keep_dir=args.keep)
+    if args.keep:
+        print(f"cluster directory: {cluster.dir}", file=sys.stderr)
     result["seed"], result["problems"] = args.seed, problems
     print(json.dumps(result, indent=2))
     if args.json:
