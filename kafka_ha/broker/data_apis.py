@@ -117,17 +117,17 @@ class DataApis:
         # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,
         # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
         max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
-        down_converted = version < MODERN_FETCH_VERSION and replica_id < 0
-        if down_converted:
+        old_reader = version < MODERN_FETCH_VERSION and replica_id < 0   # gets its records converted
+        if old_reader:
             # What an old reader gets is converted record by record in Python, on the
             # loop: its answer is kept small enough that one conversion is a short
             # stall.  Any fetch may return less than asked; the reader fetches again.
             max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
         params = FetchParams(replica_id, request["max_wait_ms"], request["min_bytes"], max_total,
-                             hard_max_bytes_limit=version < 3, as_stored=not down_converted)
+                             hard_max_bytes_limit=version < 3, as_stored=not old_reader)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
         entries = [(tp, fetch_entry(tp, read)) for tp, read in reads]
-        if down_converted:
+        if old_reader:
             # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
             # only the final answer is converted, once.
             self._down_convert(entries, wanted, magic_for_fetch_version(version), max_total)
