@@ -70,6 +70,7 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
+                                              being_deleted=self.metadata.being_deleted,
                                               topic_exists=lambda t: t in self.metadata.partitions)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
