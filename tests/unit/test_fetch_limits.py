@@ -7,7 +7,7 @@ import pytest
 
 from kafka_ha.broker.data_plane import DataPlane
 from kafka_ha.protocol.errors import ErrorCode
-from tests.unit.leader_setup import TP, batch, leader, open_log
+from tests.harness.leader_setup import TP, batch, leader, open_log
 
 
 @pytest.fixture
