@@ -23,6 +23,8 @@ Real ZooKeeper and brokers, for contract and system tests:
 In memory, for unit and contract tests:
 
 - :mod:`tests.harness.fake_zookeeper`: ``FakeZooKeeper``, znodes and watches with kazoo's API.
+- :mod:`tests.harness.fake_kazoo`: ``FakeKazooClient``, a session on it with the rest of kazoo's
+  client API, on which the real broker, admin and bench stores run.
 - :mod:`tests.harness.fake_controller_store`: ``FakeControllerStore``, the controller's store
   on it, and the writes other parties make (brokers registering, leaders changing ISRs,
   another controller taking over).
