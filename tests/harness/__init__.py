@@ -35,4 +35,6 @@ In memory, for unit and contract tests:
 - :mod:`tests.harness.leader_setup`: a leader Partition over a real Log, and ISR writers that
   record or refuse changes; :mod:`tests.harness.full_disk`: a disk that fills up;
   :mod:`tests.harness.protocol_samples`: sample bodies of every protocol schema.
+- :mod:`tests.harness.fake_leader`: a leader answering the replica fetcher from real logs, with
+  the errors a test sets.
 """
