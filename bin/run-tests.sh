@@ -2,7 +2,7 @@
 # README command 2: install (bin/install.sh), then run pytest from the repository root.
 #   bin/run-tests.sh                    # = pytest -q tests kafka_ha, with a coverage summary
 #   bin/run-tests.sh -k ensemble -x     # any pytest arguments
-#   bin/run-tests.sh -m "not system"    # the unit and contract tiers and the doctests
+#   bin/run-tests.sh -m "not system" tests kafka_ha   # no system tier: unit, contract, doctests
 #   bin/run-tests.sh --no-cov tests/unit
 # Coverage (pytest-cov, settings in setup.cfg) is of kafka_ha in the pytest process only;
 # the summary lists the modules below 100%.
