@@ -24,6 +24,9 @@ class ControllerContext:
         # assignment: skipped (and logged) until the znode is fixed
         self.unusable: set[TopicPartition] = set()
         self.deleting_topics: set[str] = set()
+        # topic -> brokers whose StopReplica(delete) of this term is unanswered; here,
+        # not in TopicDeletion, so that it ends with the term like the rest
+        self.stop_replica_waiting: dict[str, set[int]] = {}
         # partition -> requested replicas, while a reassignment is in progress
         self.reassignments: dict[TopicPartition, tuple[int, ...]] = {}
         # topic -> partitions, kept in step with assignments for per-topic work
@@ -65,6 +68,17 @@ class ControllerContext:
             self.unusable.discard(tp)
             self.reassignments.pop(tp, None)
         self.topic_configs.pop(topic, None)
+
+    def outside_deletion(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """These partitions less those of topics being deleted.
+
+        A topic being deleted takes part in no election and gets no LeaderAndIsr: one
+        that reaches a broker after its StopReplica(delete) would create the deleted
+        log again, and nothing would remove it once the deletion has completed.
+        """
+        if not self.deleting_topics:
+            return list(partitions)
+        return [tp for tp in partitions if tp.topic not in self.deleting_topics]
 
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in sorted(self._by_topic.get(topic, ()))]

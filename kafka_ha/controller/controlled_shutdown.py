@@ -31,7 +31,8 @@ class ControlledShutdown:
             event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
             return
         ctx.shutting_down.add(broker)
-        replicated = [tp for tp in ctx.replicas_on({broker})
+        # Partitions of topics being deleted are left alone: no election for them.
+        replicated = [tp for tp in ctx.outside_deletion(ctx.replicas_on({broker}))
                       if len(ctx.assignments[tp]) > 1 and tp in ctx.states]
         live, shutting, epoch = ctx.live_broker_ids, ctx.shutting_down, ctx.epoch
 

@@ -28,7 +28,7 @@ from kafka_ha.controller.leader_balancing import LeaderBalancing
 from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.reassignment import Reassignment
 from kafka_ha.controller.request_batch import RequestBatch
-from kafka_ha.controller.topic_deletion import TopicDeletion
+from kafka_ha.controller.topic_deletion import TopicDeletion, state_during_delete
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
@@ -173,6 +173,9 @@ class KafkaController:
 
     def _elect(self) -> None:
         controller = self.store.controller_id(watch=self._watch(ev.ControllerChange()))
+        if controller == self.broker_id and not self.active and \
+                self.store.delete_controller_of_previous_process():
+            controller = None   # elect now, not when that process's session expires
         if controller is not None:
             if controller != self.broker_id and self.active:
                 self._resign(f"broker {controller} is the controller now", touch_zk=False)
@@ -218,6 +221,7 @@ class KafkaController:
         self.ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         topics = self.store.topics(watch=self._watch(ev.TopicChange()))
         self._load_topics(topics)
+        self.deletion.load_markers()  # before anything is sent: see outside_deletion
         # Everything is re-read and sent below, so pending ISR notifications are
         # stale: drop them (Kafka 2.x does the same on failover).
         for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
@@ -232,14 +236,14 @@ class KafkaController:
         # Brokers that died while there was no controller: their partitions
         # are elected and their replicas leave the ISRs now.
         self._bring_online(self.ctx.new_partitions(), self.ctx.partitions_with_dead_members(), batch)
-        for tp, state in self.ctx.states.items():
+        for tp in self.ctx.outside_deletion(self.ctx.states):
             replicas = self.ctx.assignments[tp]
-            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
+            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, self.ctx.states[tp], replicas))
         batch.send(self.channel)
         # Then the admin work a previous controller may have left: reassignments,
         # deletions and preferred elections, in Kafka 2.x's order.
         self.reassignment.on_request()
-        self.deletion.on_markers()
+        self.deletion.resume()
         self.balancing.on_request()
         if self.config["auto.leader.rebalance.enable"]:
             self._rebalancer = gevent.spawn(self._rebalance_timer)
@@ -310,13 +314,17 @@ class KafkaController:
                                   self.ctx.topic_configs.get(topic, {}), self.config))
 
     def _all_partition_infos(self) -> list[PartitionStateInfo]:
-        return [PartitionStateInfo.of(tp, s, self.ctx.assignments[tp])
+        """For UpdateMetadata; topics being deleted with leader -2, so brokers drop them (Kafka 2.x)."""
+        deleting = self.ctx.deleting_topics
+        return [state_during_delete(self.ctx, tp) if tp.topic in deleting
+                else PartitionStateInfo.of(tp, s, self.ctx.assignments[tp])
                 for tp, s in self.ctx.states.items()]
 
     def _bring_online(self, new: list[TopicPartition], offline: list[TopicPartition],
                       batch: RequestBatch, exclude: frozenset[int] = frozenset()) -> None:
-        """Create states of new partitions and elect leaders for offline ones."""
-        new = [tp for tp in new if tp not in self.ctx.unusable]
+        """Create states of new partitions and elect leaders for offline ones (not being deleted)."""
+        new = [tp for tp in self.ctx.outside_deletion(new) if tp not in self.ctx.unusable]
+        offline = self.ctx.outside_deletion(offline)
         if new:
             self.psm.create(new, batch)
             offline = list(dict.fromkeys(offline + self.ctx.offline_partitions(new)))
@@ -364,7 +372,9 @@ class KafkaController:
 
     def _on_broker_failure(self, dead: set[int]) -> None:
         started = time.monotonic()
-        affected = sorted(self.ctx.replicas_on(dead))
+        # Topics being deleted keep their states: a new one would send LeaderAndIsr to
+        # brokers that deleted the logs already (TopicDeletion.on_broker_failure waits).
+        affected = sorted(self.ctx.outside_deletion(self.ctx.replicas_on(dead)))
         live = self.ctx.live_broker_ids - dead
         batch = self._new_batch()
         batch.live_brokers = {b: i for b, i in self.ctx.live_brokers.items() if b not in dead}
@@ -385,8 +395,9 @@ class KafkaController:
         infos = self._all_partition_infos()
         batch.add_update_metadata(new, infos)
         batch.add_update_metadata(set(self.ctx.live_brokers) - new, [])
-        # Their replicas go online: each new broker learns its current role.
-        for tp in self.ctx.replicas_on(new):
+        # Their replicas go online: each new broker learns its current role (those of
+        # topics being deleted get StopReplica from deletion.resume() instead).
+        for tp in self.ctx.outside_deletion(self.ctx.replicas_on(new)):
             state = self.ctx.states.get(tp)
             if state is not None:
                 replicas = self.ctx.assignments[tp]
@@ -405,7 +416,7 @@ class KafkaController:
         batch = self._new_batch()
         batch.add_update_metadata(self.ctx.live_brokers, [
             PartitionStateInfo.of(tp, self.ctx.states[tp], self.ctx.assignments[tp])
-            for tp in known if tp in self.ctx.states])
+            for tp in self.ctx.outside_deletion(known) if tp in self.ctx.states])
         batch.send(self.channel)
         for path in paths:
             self.store.fenced_delete(path)
@@ -430,6 +441,9 @@ class KafkaController:
     def _on_partition_modifications(self, event: ev.PartitionModifications) -> None:
         if event.topic not in self.ctx.topics:
             return  # deleted meanwhile; the topic-change handler owns that
+        if event.topic in self.ctx.deleting_topics:
+            log.info("Not adding partitions to topic %s: it is being deleted", event.topic)
+            return
         added = self._load_topics([event.topic])
         if added:
             log.info("Partitions added to topic %s: %s", event.topic, [tp.partition for tp in added])

@@ -6,12 +6,21 @@ delete=true; when every replica has answered, the topic's znodes go,
 assignment last but one and the marker last.  A replica on a dead broker
 makes the topic wait until that broker returns (on broker start-up the
 deletion resumes).  A topic under reassignment is not deleted until that ends.
+
+Until it is gone, a topic being deleted takes part in no election and gets no
+LeaderAndIsr (``ControllerContext.outside_deletion``), and every UpdateMetadata
+announces its partitions with leader -2 (``state_during_delete``).
+
+What waits for StopReplica answers lives in the controller context, which each
+controller term starts afresh: a controller that resigns and is elected again
+restarts every deletion, and answers to an earlier term's requests are ignored.
 """
 from __future__ import annotations
 
 import logging
 
 from kafka_ha.controller import events as ev
+from kafka_ha.controller.context import ControllerContext
 from kafka_ha.model import LEADER_DURING_DELETE, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import admin_znodes as azn
@@ -19,13 +28,21 @@ from kafka_ha.zk import admin_znodes as azn
 log = logging.getLogger("kafka_ha.controller")
 
 
+def state_during_delete(ctx: ControllerContext, tp: TopicPartition) -> PartitionStateInfo:
+    """How UpdateMetadata announces a partition of a topic being deleted: brokers drop it."""
+    return PartitionStateInfo(tp, ctx.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
+
+
 class TopicDeletion:
     def __init__(self, controller) -> None:
         self.c = controller
-        # topic -> brokers whose StopReplica(delete) has not succeeded yet
-        self._pending: dict[str, set[int]] = {}
 
     def on_markers(self, _event: object = None) -> None:
+        self.load_markers()
+        self.resume()
+
+    def load_markers(self) -> None:
+        """Read the deletion markers (re-arming their watch) into the context's topics being deleted."""
         ctx = self.c.ctx
         markers = set(self.c.store.deletion_markers(watch=self.c.watch_event("deletion")))
         for topic in sorted(markers - ctx.deleting_topics):
@@ -39,13 +56,12 @@ class TopicDeletion:
             else:
                 log.info("Topic %s is marked for deletion", topic)
                 ctx.deleting_topics.add(topic)
-        self.resume()
 
     def resume(self) -> None:
         """Start (or restart) every deletion whose replicas are all on live brokers."""
         ctx = self.c.ctx
         for topic in sorted(ctx.deleting_topics):
-            if topic in self._pending:
+            if topic in ctx.stop_replica_waiting:
                 continue
             partitions = ctx.partitions_of(topic)
             if any(tp in ctx.reassignments for tp in partitions):
@@ -61,19 +77,25 @@ class TopicDeletion:
     def _start(self, topic: str, partitions: list[TopicPartition], replicas: set[int]) -> None:
         ctx = self.c.ctx
         batch = self.c.new_batch()
-        batch.add_update_metadata(ctx.live_brokers, [
-            PartitionStateInfo(tp, ctx.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
-            for tp in partitions])
+        batch.add_update_metadata(ctx.live_brokers, [state_during_delete(ctx, tp) for tp in partitions])
         for tp in partitions:
             batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
-        self._pending[topic] = set(replicas)
+        ctx.stop_replica_waiting[topic] = set(replicas)
+        epoch = ctx.epoch
         batch.send(self.c.channel, on_stop_replica=lambda broker, response: self.c.enqueue(
-            ev.StopReplicaResult(topic, broker, response)))
+            ev.StopReplicaResult(topic, broker, response, epoch)))
         log.info("Deletion of topic %s started: StopReplica(delete) sent to brokers %s", topic,
                  sorted(replicas))
 
     def on_stop_replica_result(self, event: ev.StopReplicaResult) -> None:
-        waiting = self._pending.get(event.topic)
+        ctx = self.c.ctx
+        if event.controller_epoch != ctx.epoch:
+            # Queued before this controller resigned: the new term sends its own requests.
+            log.info("Ignoring the StopReplica answer of broker %d for topic %s from controller "
+                     "epoch %d; the current epoch is %d", event.broker, event.topic,
+                     event.controller_epoch, ctx.epoch)
+            return
+        waiting = ctx.stop_replica_waiting.get(event.topic)
         if waiting is None:
             return
         response = event.response or {}
@@ -81,19 +103,20 @@ class TopicDeletion:
         if response.get("error_code", -1) != ErrorCode.NONE or errors:
             log.warning("Broker %d failed to delete replicas of %s (%s); will retry", event.broker,
                         event.topic, response)
-            del self._pending[event.topic]  # retried on the next resume
+            del ctx.stop_replica_waiting[event.topic]  # retried on the next resume
             return
         waiting.discard(event.broker)
         if waiting:
             return
-        del self._pending[event.topic]
+        del ctx.stop_replica_waiting[event.topic]
         self.c.store.delete_topic_znodes(event.topic)
-        self.c.ctx.deleting_topics.discard(event.topic)
-        self.c.ctx.remove_topic(event.topic)
+        ctx.deleting_topics.discard(event.topic)
+        ctx.remove_topic(event.topic)
         log.info("Deletion of topic %s successfully completed", event.topic)
 
     def on_broker_failure(self, dead: set[int]) -> None:
         """A broker died mid-deletion: its answer will not come; restart when it returns."""
-        for topic, waiting in list(self._pending.items()):
+        waiting_by_topic = self.c.ctx.stop_replica_waiting
+        for topic, waiting in list(waiting_by_topic.items()):
             if waiting & dead:
-                del self._pending[topic]
+                del waiting_by_topic[topic]
