@@ -171,9 +171,6 @@ class BrokerConfig:
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
-
     @property
     def broker_id(self) -> int:
         return self._values["broker.id"]

@@ -7,6 +7,9 @@
   chroot; every cluster made is stopped at teardown.  When the test fails, the tails of the
   brokers' ``server.out`` and ``server.log`` are added to its report and the cluster
   directory is kept.
+
+Every test under tests/system carries the ``system`` marker, so ``-m "not system"`` runs
+the unit and contract tiers (and the doctests) without broker processes.
 """
 
 import sys
@@ -20,6 +23,16 @@ if str(ROOT) not in sys.path:  # --import-mode=importlib does not add it for us
 
 from tests.harness.cluster import ClusterFixture  # noqa: E402
 from tests.harness.zk import shared_ensemble  # noqa: E402
+
+
+SYSTEM_TIER = ROOT / "tests" / "system"
+
+
+def pytest_collection_modifyitems(items):
+    # Also a module that forgot its ``pytestmark``: deselecting the tier must leave out all of it.
+    for item in items:
+        if SYSTEM_TIER in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(scope="session")

@@ -104,9 +104,3 @@ class NewSession:
 @dataclass(frozen=True)
 class Shutdown:
     """The broker is stopping: resign and leave the loop."""
-
-
-Event = (Startup | ControllerChange | BrokerChange | TopicChange | PartitionModifications
-         | IsrChangeNotification | PreferredReplicaElection | AutoRebalance | TopicDeletion
-         | PartitionReassignment | StopReplicaResult | ControlledShutdownRequest
-         | TopicConfigChange | SessionExpired | NewSession | Shutdown)

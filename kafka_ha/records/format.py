@@ -85,9 +85,7 @@ def crc32(data) -> int:
 
 try:
     from crc32c import crc32c as _crc32c
-    CRC32C_ACCELERATED = True
 except ImportError:  # pragma: no cover - the broker requires the package
-    CRC32C_ACCELERATED = False
     _TABLE = []
     for _n in range(256):
         _c = _n

@@ -236,9 +236,6 @@ class LocalCluster:
     def _failure(self, headline, i):
         return f"{headline}\n--- tail of {self.out_path(i)} ---\n{tail(self.out_path(i))}"
 
-    def server_out_tail(self, i, lines=40):
-        return tail(self.out_path(i), lines)
-
     def kill_broker(self, i, sig=signal.SIGKILL, wait=True):
         """Send ``sig`` to broker ``i``; for KILL/TERM/INT wait (up to 30 s) until it is gone."""
         pid = self.broker_pid(i)

@@ -151,7 +151,6 @@ class DeleteTopicZNode:
     """
 
     SCHEMA = "delete_topic_marker"
-    PARENT = DELETE_TOPICS_PATH
 
     @staticmethod
     def path(topic: str) -> str:
@@ -177,7 +176,6 @@ class TopicConfigZNode:
     """
 
     SCHEMA = "topic_config"
-    PARENT = CONFIG_TOPICS_PATH
 
     @staticmethod
     def path(topic: str) -> str:

@@ -248,7 +248,6 @@ class TopicZNode:
     """
 
     SCHEMA = "topic_assignment"
-    PARENT = BROKER_TOPICS_PATH
 
     @staticmethod
     def path(topic: str) -> str:

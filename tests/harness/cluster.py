@@ -27,6 +27,11 @@ from kafka_ha.tools.zk_ensemble import tail
 from tests.harness.ports import free_ports
 from tests.harness.zk import shared_ensemble
 
+# The brokers' session timeout in tests that wait for a killed or stopped broker's session
+# to expire: short, so that the controller reacts within seconds, yet long enough that a
+# broker on a busy machine does not lose its session while it is not being tested.
+SESSION_MS = 4000
+
 
 def wait_until(predicate, timeout=30.0, interval=0.2, message="condition not met"):
     """Poll ``predicate()`` until it returns something truthy, and return that value.
@@ -135,6 +140,10 @@ class ClusterFixture:
 
     def config_path(self, i):
         return self.cluster.config_path(i)
+
+    def data_dir(self, i):
+        """Broker ``i``'s one log directory (``log.dirs``)."""
+        return self.cluster.broker_dir(i) / "data"
 
     def broker_pid(self, i):
         return self.cluster.broker_pid(i)

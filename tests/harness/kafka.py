@@ -83,6 +83,18 @@ def read_states(cluster, topic):
     return states
 
 
+def wait_isr(cluster, topic, isr, partition=0):
+    cluster.wait_until(lambda: set(read_states(cluster, topic)[partition].isr) == set(isr),
+                       timeout=60, message=f"ISR of {topic} never became {sorted(isr)}")
+
+
+def verify_replicas(cluster, topic):
+    """kafka-replica-verification.sh: every replica of ``topic`` holds the same records."""
+    rc, out, err = run_tool("kafka-replica-verification.sh", "--broker-list", cluster.bootstrap_servers,
+                            "--topic-white-list", topic, "--time", "-2", "--once", timeout_s=120)
+    assert rc == 0, out + err
+
+
 def controller_epoch(cluster):
     data, stat = cluster.zk.get(zn.CONTROLLER_EPOCH_PATH)
     return int(data), stat

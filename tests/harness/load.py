@@ -1,5 +1,6 @@
-"""Load for system tests: a background producer of unique values, a reader, and the history
-checker that judges what was read against what was sent and acknowledged."""
+"""Load for system tests: producing and reading a few records, a background producer of
+unique values, and the history checker that judges what was read against what was sent
+and acknowledged."""
 
 import logging
 import threading
@@ -12,6 +13,22 @@ from kafka_ha.client.producer import Producer
 from tests.harness.cluster import wait_until
 
 PRODUCER_LOGGER = "kafka_ha.client.producer"
+
+
+def produce(cluster, topic, values, acks=-1, partition=0, via=None):
+    """Offsets of ``values`` produced to ``topic``; ``via`` bootstraps through those brokers
+    only (a stopped broker accepts connections but would hold the metadata request)."""
+    p = Producer(cluster.bootstrap_of(via) if via else cluster.bootstrap_servers, acks=acks, retries=20)
+    futures = [p.send(topic, v, partition=partition) for v in values]
+    p.flush()
+    offsets = [f.get(timeout=30).offset for f in futures] if acks != 0 else []
+    p.close()
+    return offsets
+
+
+def read_all(cluster, topic, partition=0):
+    """(offset, value) of every record of one partition, read to its end."""
+    return [(r.offset, r.value) for r in read_partitions(cluster, topic, [partition])]
 
 
 def read_partitions(cluster, topic, partitions):
@@ -86,6 +103,17 @@ def judge(records, sent, acked):
     lost = {n: where for n, where in placed.items() if at.get(where) != n}
     return History(len(records), corrupt, duplicates, reordered, lost,
                    len(placed) - len(lost), sent - len(first_partition))
+
+
+def assert_intact(history, retried):
+    """No corrupt record, no first copy out of send order, no more duplicates in a partition
+    than records the producer sent again to it (``retried``: {partition: records})."""
+    assert not history.corrupt, f"{len(history.corrupt)} corrupt records, e.g. {history.corrupt[:5]}"
+    assert not history.reordered, \
+        f"{len(history.reordered)} values read out of send order, e.g. {history.reordered[:5]}"
+    unexplained = {p: (copies, retried.get(p, 0)) for p, copies in history.duplicates.items()
+                   if copies > retried.get(p, 0)}
+    assert not unexplained, f"{{partition: (duplicates, records sent again)}}: {unexplained}"
 
 
 class RetryCounter(logging.Handler):

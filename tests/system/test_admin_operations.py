@@ -10,23 +10,19 @@ from pathlib import Path
 import pytest
 
 from kafka_ha.client.producer import Producer
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import create_topic, log_text, read_assignment, read_states, run_tool, topics_cli
 from tests.harness.load import BackgroundProducer, read_partitions
+from tests.harness.replica_files import topic_dirs
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
-
-
-def data_dirs(cluster, topic):
-    return [d for i in cluster.broker_ids
-            for d in (Path(cluster.config_path(i)).parent / "data").glob(f"{topic}-*")]
 
 
 def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
     cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "doomed", 3, 2)
     Producer(cluster.bootstrap_servers, acks=-1).send("doomed", b"x", partition=0).get(timeout=30)
-    assert len(data_dirs(cluster, "doomed")) == 6
+    assert len(topic_dirs(cluster, "doomed")) == 6
     cluster.kill(3)
     cluster.wait_deregistered(3)
     rc, out, _ = topics_cli(cluster, "--delete", "--topic", "doomed")
@@ -42,7 +38,7 @@ def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
                        message="deletion did not complete after the broker returned")
     assert not cluster.zk.exists("/brokers/topics/doomed")
     assert not cluster.zk.exists("/config/topics/doomed")
-    cluster.wait_until(lambda: not data_dirs(cluster, "doomed"), timeout=30,
+    cluster.wait_until(lambda: not topic_dirs(cluster, "doomed"), timeout=30,
                        message="logs of the deleted topic are still on disk")
     # re-created: none of the old data resurfaces
     create_topic(cluster, "doomed", 1, 1)
@@ -174,7 +170,7 @@ def test_reassignment_under_load(cluster_factory):
     assert not cluster.zk.exists("/admin/reassign_partitions")
     states = read_states(cluster, "moving")
     assert all(set(s.isr) <= {2, 3, 4} for s in states.values()), states
-    cluster.wait_until(lambda: not [d for d in data_dirs(cluster, "moving")
+    cluster.wait_until(lambda: not [d for d in topic_dirs(cluster, "moving")
                                     if d.parent.parent.name == "broker-1"], timeout=30,
                        message="the old replicas on broker 1 were not deleted")
     load.check_nothing_lost(cluster, 6)

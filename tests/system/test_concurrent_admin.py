@@ -19,14 +19,14 @@ import pytest
 
 from kafka_ha.client.producer import Producer
 from kafka_ha.zk import admin_znodes as azn
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import (controller_epoch, create_topic, finish_tool, log_text, read_assignment,
                                  read_states, start_tool, topics_cli)
 from tests.harness.load import read_partitions
+from tests.harness.replica_files import topic_dirs
 from tests.harness.zk_gate import SET_DATA, WRITES, ZkRequestGate
-from tests.system.test_admin_operations import data_dirs
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 EXPIRY_S = SESSION_MS / 1000 + 20
 ALREADY_EXISTS = 'Error while executing topic command : Topic "race" already exists.'
 IN_PROGRESS = "Partitions reassignment failed due to Partition reassignment currently in progress for Map("
@@ -196,7 +196,7 @@ def test_second_reassignment_refused_and_deletion_deferred_while_one_is_pending(
     completed = text.find(f"Reassignment of partition [moving,{p}] to {list(replicas)} completed")
     deletion = text.find("Deletion of topic moving started")
     assert 0 <= completed < deletion, "the deletion must start after the reassignment completed"
-    cluster.wait_until(lambda: not data_dirs(cluster, "moving"), timeout=30,
+    cluster.wait_until(lambda: not topic_dirs(cluster, "moving"), timeout=30,
                        message="replicas of the deleted topic are still on disk")
 
 

@@ -19,7 +19,7 @@ from tests.harness.zk_gate import ZkRequestGate
 
 pytestmark = pytest.mark.system
 # Long enough that the controller's session (its pings are held too) outlives the hold.
-SESSION_MS = 30000
+LONG_SESSION_MS = 30000
 GET_CHILDREN, GET_CHILDREN2 = 8, 12  # ZooKeeper opcodes of the read of /brokers/ids
 
 
@@ -29,7 +29,7 @@ def leaders(cluster, topic):
 
 def test_a_broker_restarted_right_after_its_controlled_shutdown_leads_again(cluster_factory):
     cluster = cluster_factory(3, {"auto.leader.rebalance.enable": False}, start=False,
-                              session_timeout_ms=SESSION_MS)
+                              session_timeout_ms=LONG_SESSION_MS)
     gates = {i: ZkRequestGate(cluster.zk_servers) for i in cluster.broker_ids}
     try:
         for i, gate in gates.items():

@@ -36,8 +36,10 @@ from tests.harness.kafka import controller_epoch, log_text, received_leader_and_
 from tests.harness.zk_gate import MULTI, ZkRequestGate
 
 pytestmark = pytest.mark.system
-SESSION_MS = 6000
-EXPIRY_S = SESSION_MS / 1000 + 20       # a session's expiry and the controller's reaction
+# Longer than tests.harness.cluster.SESSION_MS: no broker's session may expire while the wide topic is
+# created (the test checks that no partition state changed meanwhile).
+BUSY_SESSION_MS = 6000
+EXPIRY_S = BUSY_SESSION_MS / 1000 + 20  # a session's expiry and the controller's reaction
 TOPIC = "wide"
 # Every partition has a replica on the broker that dies, so the election covers all of
 # them: one full multi and a part of a second.
@@ -53,7 +55,7 @@ def gated_cluster(cluster_factory):
     cluster = cluster_factory(4, {"auto.leader.rebalance.enable": False,
                                   # no leader shrinks an ISR: the election's are the only state writes
                                   "replica.lag.time.max.ms": 120000},
-                              start=False, session_timeout_ms=SESSION_MS)
+                              start=False, session_timeout_ms=BUSY_SESSION_MS)
     try:
         for i in cluster.broker_ids:
             gates[i] = ZkRequestGate(cluster.zk_servers)

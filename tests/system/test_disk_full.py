@@ -19,11 +19,11 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection, BrokerConnectionError
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.shallow import iter_entries
-from tests.harness.kafka import create_topic, log_text, read_states
-from tests.system.test_log_safety import produce, read_all, verify_replicas, wait_isr
+from tests.harness.cluster import SESSION_MS
+from tests.harness.kafka import create_topic, log_text, read_states, verify_replicas, wait_isr
+from tests.harness.load import produce, read_all
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 DISK_KIB = 512
 OVERRIDES = {
     "min.insync.replicas": 2,
@@ -45,7 +45,7 @@ def small_disk():
     mounted = []
 
     def mount(cluster, broker):
-        data = cluster.config_path(broker).parent / "data"   # LocalCluster's log.dirs
+        data = cluster.data_dir(broker)
         data.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_KIB}k", "tmpfs", str(data)],
                               capture_output=True, text=True)

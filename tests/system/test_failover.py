@@ -5,11 +5,11 @@ import time
 import pytest
 
 from kafka_ha.model import LeaderAndIsr
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import (controller_epoch, create_topic, log_size, log_text, read_states,
                                  received_leader_and_isr, run_tool)
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 
 
 def leaders(states):

@@ -15,15 +15,15 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools.processes import HOST
-from tests.harness.kafka import create_topic, read_state
-from tests.system.test_log_safety import produce, wait_isr
+from tests.harness.kafka import create_topic, read_state, wait_isr
+from tests.harness.load import produce
 
 pytestmark = pytest.mark.system
 TOPIC = "positions"
 LAG_MS = 2000
 # Much longer than the pause: the stopped follower stays registered (live), so only the
 # offset it claims, not its liveness, decides whether it may rejoin the ISR.
-SESSION_MS = 30000
+LONG_SESSION_MS = 30000
 # How long the ISR is watched after the bogus fetch: the buggy leader wrote the
 # expansion within milliseconds of answering it.
 ISR_WATCH_S = 3.0
@@ -46,7 +46,7 @@ def fetch(port, replica_id, offset):
 def test_a_fetch_beyond_the_leo_does_not_readmit_a_stopped_follower(cluster_factory):
     """The outside review's reproduction: a stopped follower leaves the ISR; a Fetch in its
     name far beyond the leader's LEO must neither re-admit it nor commit what it lacks."""
-    cluster = cluster_factory(2, {"replica.lag.time.max.ms": LAG_MS}, session_timeout_ms=SESSION_MS)
+    cluster = cluster_factory(2, {"replica.lag.time.max.ms": LAG_MS}, session_timeout_ms=LONG_SESSION_MS)
     leader = cluster.wait_until(cluster.controller, message="no controller")
     follower = next(b for b in cluster.broker_ids if b != leader)
     create_topic(cluster, TOPIC, 1, 2, "--replica-assignment", f"{leader}:{follower}",

@@ -73,8 +73,8 @@ def test_forged_controller_requests_take_no_effect(cluster_factory):
     """A plain client sends LeaderAndIsr, UpdateMetadata and StopReplica with the controller
     epoch plus 1000: none of them applies, and the real controller is still obeyed."""
     from kafka_ha.protocol.connection import BrokerConnection
-    from tests.harness.kafka import create_topic, read_states
-    from tests.system.test_log_safety import produce, read_all, wait_isr
+    from tests.harness.kafka import create_topic, read_states, wait_isr
+    from tests.harness.load import produce, read_all
 
     cluster = cluster_factory(3)
     create_topic(cluster, "real", 1, 3, "--replica-assignment", "1:2:3")
@@ -148,7 +148,7 @@ def test_lying_batches_and_bombs_are_refused_and_nothing_is_stored(cluster_facto
     from kafka_ha.protocol.connection import BrokerConnection
     from kafka_ha.records.builder import Record, assemble_v2_batch, encode_v2_record
     from tests.harness.kafka import create_topic
-    from tests.system.test_log_safety import produce, read_all
+    from tests.harness.load import produce, read_all
 
     cluster = cluster_factory(brokers=1)
     create_topic(cluster, "lies", 1, 1)

@@ -9,10 +9,10 @@ kafka = pytest.importorskip("kafka", reason="kafka-python is a test dependency")
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
 
+from tests.harness.cluster import SESSION_MS  # noqa: E402
 from tests.harness.kafka import create_topic, read_states, run_tool  # noqa: E402
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 
 
 def producer(cluster, **kw):

@@ -15,6 +15,7 @@ from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.reader import decode_records
 from kafka_ha.records.shallow import iter_entries
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import create_topic, read_state
 
 kafka = pytest.importorskip("kafka", reason="kafka-python is a test dependency")
@@ -23,7 +24,6 @@ from kafka import KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.consumer.fetcher import Fetcher, RecordTooLargeError  # noqa: E402
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 TOPIC = "formats"
 
 # Two uncompressed batches around a gzip one, with a header, null keys and a null value.

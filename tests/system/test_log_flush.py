@@ -7,15 +7,12 @@ points to ``recovery-point-offset-checkpoint`` every
 re-checks only what came after them.
 """
 
-from pathlib import Path
-
 import pytest
 
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.log.checkpoints import OffsetCheckpointFile
-from kafka_ha.model import TopicPartition
 from tests.harness.kafka import create_topic, log_size, log_text, run_tool
-from tests.system.test_log_safety import produce
+from tests.harness.load import produce
+from tests.harness.replica_files import recovery_point
 
 pytestmark = pytest.mark.system
 
@@ -24,15 +21,6 @@ BROKER = 1
 # flush every log; an hour keeps topics without flush.ms unflushed for the test.
 OVERRIDES = {"log.flush.offset.checkpoint.interval.ms": 200, "log.flush.scheduler.interval.ms": 100,
              "log.flush.interval.ms": 3600000}
-
-
-def recovery_points(cluster):
-    path = Path(cluster.config_path(BROKER)).parent / "data" / "recovery-point-offset-checkpoint"
-    return OffsetCheckpointFile(str(path)).read() if path.exists() else {}
-
-
-def recovery_point(cluster, topic):
-    return recovery_points(cluster).get(TopicPartition(topic, 0))
 
 
 def produce_n(cluster, topic, count):
@@ -52,14 +40,14 @@ def test_flush_settings_advance_the_checkpointed_recovery_points(cluster_factory
     for topic in ("by-count", "by-time", "never"):
         produce_n(cluster, topic, 5)
 
-    cluster.wait_until(lambda: recovery_point(cluster, "by-count") == 5 and recovery_point(cluster, "by-time") == 5,
+    cluster.wait_until(lambda: recovery_point(cluster, BROKER, "by-count") == recovery_point(cluster, BROKER, "by-time") == 5,
                        timeout=30, message="recovery points of by-count and by-time not advanced to 5")
     # Checkpointed in the same file, after the others advanced: nothing flushed it.
-    assert recovery_point(cluster, "never") == 0
+    assert recovery_point(cluster, BROKER, "never") == 0
 
     # A dynamic change reaches the live log.
     assert configs_tool(cluster, "never", "--add-config", "flush.ms=0")[0] == 0
-    cluster.wait_until(lambda: recovery_point(cluster, "never") == 5, timeout=30,
+    cluster.wait_until(lambda: recovery_point(cluster, BROKER, "never") == 5, timeout=30,
                        message="flush.ms set by kafka-configs.sh not applied")
 
 
@@ -82,12 +70,12 @@ def test_compaction_is_refused_and_an_invalid_override_falls_back_to_the_default
     since = log_size(cluster, BROKER, "server.log")
     ZkAdmin(client=cluster.zk).change_topic_config(
         "t", {"cleanup.policy": "compact", "flush.messages": "-1", "flush.ms": "0"})
-    cluster.wait_until(lambda: recovery_point(cluster, "t") == 3, timeout=30,
+    cluster.wait_until(lambda: recovery_point(cluster, BROKER, "t") == 3, timeout=30,
                        message="the valid flush.ms=0 was not applied")
     named = ("Ignoring topic t's override cleanup.policy=compact, using the broker default",
              "Ignoring topic t's override flush.messages=-1, using the broker default")
     cluster.wait_until(lambda: all(line in log_text(cluster, BROKER, "server.log", since) for line in named),
                        timeout=30, message="the unusable overrides were not named in server.log")
     produce_n(cluster, "t", 2)
-    cluster.wait_until(lambda: recovery_point(cluster, "t") == 5, timeout=30,
+    cluster.wait_until(lambda: recovery_point(cluster, BROKER, "t") == 5, timeout=30,
                        message="the broker stopped serving the topic")

@@ -3,48 +3,20 @@
 import errno
 import socket
 import struct
-import time
-from pathlib import Path
 
 import pytest
 
-from kafka_ha.client.producer import Producer
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.framing import encode_request
 from kafka_ha.records.builder import Record, build_v2_batch
-from tests.harness.kafka import create_topic, log_size, log_text, read_states, run_tool
-from tests.harness.load import read_partitions
+from tests.harness.cluster import SESSION_MS
+from tests.harness.kafka import create_topic, log_size, log_text, read_states, verify_replicas, wait_isr
+from tests.harness.load import produce, read_all
+from tests.harness.partition_faults import resume, stop_fetching
+from tests.harness.replica_files import partition_dir, segment_bytes
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
-
-
-def produce(cluster, topic, values, acks=-1, partition=0, via=None):
-    """Offsets of ``values`` produced to ``topic``; ``via`` bootstraps through those brokers
-    only (a stopped broker accepts connections but would hold the metadata request)."""
-    p = Producer(cluster.bootstrap_of(via) if via else cluster.bootstrap_servers, acks=acks, retries=20)
-    futures = [p.send(topic, v, partition=partition) for v in values]
-    p.flush()
-    offsets = [f.get(timeout=30).offset for f in futures] if acks != 0 else []
-    p.close()
-    return offsets
-
-
-def read_all(cluster, topic, partition=0):
-    """(offset, value) of every record of one partition, read to its end."""
-    return [(r.offset, r.value) for r in read_partitions(cluster, topic, [partition])]
-
-
-def verify_replicas(cluster, topic):
-    rc, out, err = run_tool("kafka-replica-verification.sh", "--broker-list", cluster.bootstrap_servers,
-                            "--topic-white-list", topic, "--time", "-2", "--once", timeout_s=120)
-    assert rc == 0, out + err
-
-
-def wait_isr(cluster, topic, isr, partition=0):
-    cluster.wait_until(lambda: set(read_states(cluster, topic)[partition].isr) == set(isr),
-                       timeout=60, message=f"ISR of {topic} never became {sorted(isr)}")
 
 
 def test_kip101_follower_restart_keeps_committed_data(cluster_factory):
@@ -208,25 +180,6 @@ def wait_offline(cluster, topic, partition=0):
                        timeout=cluster.session_timeout_ms / 1000 + 30, message=f"{topic} did not go offline")
 
 
-def segment_bytes(cluster, broker, topic, partition=0):
-    """The records of one replica as on disk: its segment files, in offset order."""
-    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-{partition}"
-    return b"".join(f.read_bytes() for f in sorted(data.glob("*.log")))
-
-
-def stop_fetching(cluster, broker, stopped):
-    cluster.sigstop(broker)
-    stopped.append(broker)
-    # Let its pending long-poll fetch (max wait 500 ms) come back empty, or the leader
-    # would answer it with the next record into the stopped broker's socket buffer.
-    time.sleep(1.0)
-
-
-def resume(cluster, broker, stopped):
-    cluster.sigcont(broker)
-    stopped.remove(broker)
-
-
 def wait_leader(cluster, topic, broker, partition=0):
     return cluster.wait_until(lambda: (s := read_states(cluster, topic)[partition]).leader == broker and s,
                               timeout=cluster.session_timeout_ms / 1000 + 30,
@@ -234,8 +187,7 @@ def wait_leader(cluster, topic, broker, partition=0):
 
 
 def log_bytes(cluster, broker, topic, partition=0):
-    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-{partition}"
-    return sum(f.stat().st_size for f in data.glob("*.log"))
+    return sum(f.stat().st_size for f in partition_dir(cluster, broker, topic, partition).glob("*.log"))
 
 
 def test_corrupt_segment_tail_and_garbage_checkpoints_at_startup(cluster_factory):
@@ -243,7 +195,7 @@ def test_corrupt_segment_tail_and_garbage_checkpoints_at_startup(cluster_factory
     create_topic(cluster, "damaged", 1, 1)
     produce(cluster, "damaged", [b"v%d" % i for i in range(20)])
     cluster.kill(1)
-    data = Path(cluster.config_path(1)).parent / "data"
+    data = cluster.data_dir(1)
     segment = next((data / "damaged-0").glob("*.log"))
     with open(segment, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x14\x00\x00\x01\x00garbage-tail")

@@ -25,14 +25,14 @@ import re
 
 import pytest
 
-from tests.harness.kafka import create_topic, log_size, log_text, read_states
-from tests.harness.load import BackgroundProducer, judge, read_partitions
-from tests.system.test_log_safety import produce, resume, stop_fetching, verify_replicas, wait_isr
+from tests.harness.cluster import SESSION_MS
+from tests.harness.kafka import create_topic, log_size, log_text, read_states, verify_replicas, wait_isr
+from tests.harness.load import BackgroundProducer, assert_intact, judge, produce, read_partitions
+from tests.harness.partition_faults import resume, stop_fetching
 
 pytestmark = pytest.mark.system
 TOPIC = "baseline"
 PARTITIONS = 3
-SESSION_MS = 4000
 # One batch per partition in flight (see the module docstring), and requests that give up
 # on a stopped leader soon enough for the producer to find the new one within the test.
 BASELINE_PRODUCER = {"max_in_flight_requests_per_connection": 1, "request_timeout_ms": 5000}
@@ -73,17 +73,6 @@ def truncated_ranges(cluster, broker, since):
 
 
 # ---- the checks ----------------------------------------------------------------------------
-
-def assert_intact(history, retried):
-    """No corrupt record, no first copy out of send order, no more duplicates in a partition
-    than records the producer sent again to it (``retried``: {partition: records})."""
-    assert not history.corrupt, f"{len(history.corrupt)} corrupt records, e.g. {history.corrupt[:5]}"
-    assert not history.reordered, \
-        f"{len(history.reordered)} values read out of send order, e.g. {history.reordered[:5]}"
-    unexplained = {p: (copies, retried.get(p, 0)) for p, copies in history.duplicates.items()
-                   if copies > retried.get(p, 0)}
-    assert not unexplained, f"{{partition: (duplicates, records sent again)}}: {unexplained}"
-
 
 def assert_loss_bounded(history, acked, truncated):
     """acks=1: every acknowledged value missing from its offset lies in the range the old

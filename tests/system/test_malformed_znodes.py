@@ -4,10 +4,10 @@ import pytest
 
 from kafka_ha.model import TopicAssignment
 from kafka_ha.zk import znodes as zn
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import create_topic, log_text, read_states
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 
 GARBAGE = {
     "/brokers/topics/broken/partitions/0/state": b"not json at all",

@@ -37,16 +37,14 @@ import pytest
 
 from kafka_ha.zk import znodes as zn
 from tests.harness.broker_relay import BrokerNetwork
-from tests.harness.kafka import create_topic, log_size, log_text, read_state
-from tests.harness.load import BackgroundProducer, judge, read_partitions
-from tests.system.test_log_safety import verify_replicas, wait_isr
-from tests.system.test_loss_baselines import assert_intact
-from tests.system.test_replica_faults import (TOPIC, ZOMBIE_REFUSALS, acked_offsets, create_partition, queue_produces,
-                                              read_produce_answers, segment_bytes, unique_values,
-                                              wait_leader_and_isr_received)
+from tests.harness.cluster import SESSION_MS
+from tests.harness.kafka import create_topic, log_size, log_text, read_state, verify_replicas, wait_isr
+from tests.harness.load import BackgroundProducer, assert_intact, judge, read_partitions
+from tests.harness.partition_faults import (TOPIC, ZOMBIE_REFUSALS, acked_offsets, create_partition, queue_produces,
+                                            read_produce_answers, unique_values, wait_leader_and_isr_received)
+from tests.harness.replica_files import segment_bytes
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 LAG_MS = 3000
 EXPIRY_S = SESSION_MS / 1000 + 15     # expiry, and the controller's reaction to it
 SHRINK_S = LAG_MS / 1000 * 2 + 15     # lag time, the leader's check every half of it, the ISR write
@@ -176,7 +174,7 @@ def test_leader_cut_off_from_zookeeper_acknowledges_nothing_the_new_leader_lacks
             # Produces straight to the old leader's listener: it still takes them as the leader.
             queued = queue_produces(cluster.port(zombie), refused)
             first = [sent[0] for _, sent in queued]
-            cluster.wait_until(lambda: all(v in segment_bytes(cluster, zombie) for v in first), timeout=20,
+            cluster.wait_until(lambda: all(v in segment_bytes(cluster, zombie, TOPIC) for v in first), timeout=20,
                                message="the cut leader did not append the produces sent to it")
             acked_before_heal = len(load.acked)
             since = log_size(cluster, zombie, "server.log")
@@ -202,7 +200,7 @@ def test_leader_cut_off_from_zookeeper_acknowledges_nothing_the_new_leader_lacks
     lost = {v: o for v, o in during.items() if readable.get(o) != v}
     assert not lost, f"values the new leader acknowledged are not at their offsets: {lost}"
     for b in cluster.broker_ids:
-        kept = [v for v in refused if v in segment_bytes(cluster, b)]
+        kept = [v for v in refused if v in segment_bytes(cluster, b, TOPIC)]
         assert not kept, f"broker {b}'s log still holds {kept}: the old leader did not truncate"
     verify_replicas(cluster, TOPIC)
 

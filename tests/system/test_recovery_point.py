@@ -8,13 +8,12 @@ the active segment, not every segment written since the broker started.
 
 import re
 import signal
-from pathlib import Path
 
 import pytest
 
 from tests.harness.kafka import create_topic, log_size, log_text
-from tests.system.test_log_flush import recovery_point
-from tests.system.test_log_safety import produce, read_all
+from tests.harness.load import produce, read_all
+from tests.harness.replica_files import partition_dir, recovery_point
 
 pytestmark = pytest.mark.system
 
@@ -25,8 +24,7 @@ VALUES = [b"v%04d" % i for i in range(300)]
 
 
 def active_segment_base(cluster):
-    data = Path(cluster.config_path(BROKER)).parent / "data" / "rolled-0"
-    return max(int(f.stem) for f in data.glob("*.log"))
+    return max(int(f.stem) for f in partition_dir(cluster, BROKER, "rolled").glob("*.log"))
 
 
 def restart_and_read_log(cluster, sig):
@@ -45,7 +43,7 @@ def test_restarts_re_check_only_what_was_not_flushed(cluster_factory):
     active = active_segment_base(cluster)
     assert active > 0, "the test needs rolled segments"
     # Without flush settings the recovery point still reaches the active segment.
-    cluster.wait_until(lambda: recovery_point(cluster, "rolled") == active, timeout=30,
+    cluster.wait_until(lambda: recovery_point(cluster, BROKER, "rolled") == active, timeout=30,
                        message="the recovery point never reached the active segment without flush settings")
 
     crashed = restart_and_read_log(cluster, signal.SIGKILL)

@@ -6,15 +6,14 @@ segments, the follower learns the new log start from Fetch responses, moves
 its own log start there, and deletes its segments wholly below it.
 """
 
-from pathlib import Path
-
 import pytest
 
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
-from tests.harness.kafka import create_topic
-from tests.system.test_log_safety import produce, wait_isr
+from tests.harness.kafka import create_topic, wait_isr
+from tests.harness.load import produce
+from tests.harness.replica_files import partition_dir
 
 pytestmark = pytest.mark.system
 
@@ -36,8 +35,7 @@ def earliest_offset(cluster, broker, topic):
 
 
 def segment_bases(cluster, broker, topic):
-    data = Path(cluster.config_path(broker)).parent / "data" / f"{topic}-0"
-    return sorted(int(f.stem) for f in data.glob("*.log"))
+    return sorted(int(f.stem) for f in partition_dir(cluster, broker, topic).glob("*.log"))
 
 
 def test_the_follower_follows_the_leaders_log_start(cluster_factory):

@@ -22,17 +22,16 @@ from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools.processes import HOST
 from kafka_ha.zk import znodes as zn
+from tests.harness.cluster import SESSION_MS
 from tests.harness.kafka import (controller_epoch, create_topic, log_size, log_text, read_state,
-                                 read_states, received_leader_and_isr)
+                                 read_states, received_leader_and_isr, verify_replicas, wait_isr)
+from tests.harness.partition_faults import (TOPIC, ZOMBIE_REFUSALS, acked_offsets, assert_acked_readable,
+                                            assert_zombie_left_no_trace, create_partition, queue_produces,
+                                            read_produce_answers, unique_values, wait_leader_and_isr_received)
+from tests.harness.replica_files import segment_bytes
 from tests.harness.tcp_proxy import TcpProxy
-from tests.system.test_log_safety import verify_replicas, wait_isr
-from tests.system.test_replica_faults import (TOPIC, ZOMBIE_REFUSALS, acked_offsets, assert_acked_readable,
-                                              assert_zombie_left_no_trace, create_partition, queue_produces,
-                                              read_produce_answers, segment_bytes, unique_values,
-                                              wait_leader_and_isr_received)
 
 pytestmark = pytest.mark.system
-SESSION_MS = 4000
 EXPIRY_S = SESSION_MS / 1000 + 15    # expiry, and the controller's reaction to it
 REGISTRATION = re.compile(r"Registered broker (\d+) at path \S+ .*session 0x([0-9a-f]+)")
 
@@ -213,7 +212,7 @@ def test_follower_session_expiry_leaves_isr_until_registered_again(proxied_clust
         for batch in (b"during", b"during-more"):
             values = unique_values(batch, 10)
             acked.update(acked_offsets(cluster.bootstrap_servers, values))
-            cluster.wait_until(lambda: values[-1] in segment_bytes(cluster, follower), timeout=20,
+            cluster.wait_until(lambda: values[-1] in segment_bytes(cluster, follower, TOPIC), timeout=20,
                                message="the cut follower stopped fetching")
     finally:
         setup.heal(follower)
@@ -339,7 +338,7 @@ def test_leader_cut_from_zookeeper_never_acks_and_follows_after_heal(proxied_clu
         # It is a zombie indeed: it appends the produces as the leader it believes it is (the
         # first of each connection; the next waits until the broker has answered that one).
         first = [sent[0] for _, sent in queued]
-        cluster.wait_until(lambda: all(v in segment_bytes(cluster, zombie) for v in first), timeout=20,
+        cluster.wait_until(lambda: all(v in segment_bytes(cluster, zombie, TOPIC) for v in first), timeout=20,
                            message="the cut leader did not append the produces sent to it")
         server_log_offset = log_size(cluster, zombie, "server.log")
     finally:

@@ -26,12 +26,11 @@ from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
 from tests.harness.cluster import wait_until
 from tests.harness.kafka import (controller_epoch, create_topic, log_size, log_text, read_state,
-                                 read_states, topics_cli)
+                                 read_states, topics_cli, verify_replicas, wait_isr)
 from tests.harness.load import BackgroundProducer
+from tests.harness.partition_faults import (TOPIC, acked_offsets, assert_acked_readable, create_partition,
+                                            unique_values)
 from tests.harness.zk import destroy, private_ensemble
-from tests.system.test_log_safety import verify_replicas, wait_isr
-from tests.system.test_replica_faults import (TOPIC, acked_offsets, assert_acked_readable,
-                                              create_partition, unique_values)
 
 pytestmark = pytest.mark.system
 

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_ha.client.consumer import Consumer
 from kafka_ha.client.errors import KafkaError, OffsetOutOfRangeError
-from kafka_ha.client.fake_cluster import FakeCluster
+from tests.harness.fake_cluster import FakeCluster
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode

@@ -9,7 +9,7 @@ import pytest
 from kafka_ha.client.cluster import ClusterMetadata
 from kafka_ha.client.errors import (FatalError, KafkaConnectionError, KafkaTimeoutError,
                                     NoBrokersAvailable, RetriableError)
-from kafka_ha.client.fake_cluster import FakeCluster
+from tests.harness.fake_cluster import FakeCluster
 from kafka_ha.client.partitioner import murmur2, to_positive
 from kafka_ha.client.producer import Producer, parse_acks
 from kafka_ha.model import TopicPartition

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from kafka_ha.client.cli import UsageError, java_date, parse_properties, producer_kwargs
-from kafka_ha.client.fake_cluster import FakeCluster
+from tests.harness.fake_cluster import FakeCluster
 from kafka_ha.client.consumer import ConsumerRecord
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey

@@ -8,7 +8,7 @@ import pytest
 from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.protocol.errors import ErrorCode
-from tests.unit.leader_setup import TP, batch, leader, open_log
+from tests.harness.leader_setup import TP, batch, leader, open_log
 
 
 @pytest.fixture

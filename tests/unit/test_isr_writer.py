@@ -10,7 +10,7 @@ from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.model import LeaderAndIsr
 from kafka_ha.zk import znodes as zn
-from tests.unit.leader_setup import LEADER, TP, batch, leader, open_log, state
+from tests.harness.leader_setup import LEADER, TP, batch, leader, open_log, state
 
 PATH = zn.TopicPartitionStateZNode.path(*TP)
 NOW = 10_000

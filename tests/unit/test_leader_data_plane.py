@@ -9,7 +9,7 @@ from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
-from tests.unit.leader_setup import TP, batch, leader, open_log, state
+from tests.harness.leader_setup import TP, batch, leader, open_log, state
 
 NOW = 10_000
 

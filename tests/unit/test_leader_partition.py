@@ -3,7 +3,7 @@ import gevent
 import pytest
 
 from kafka_ha.protocol.errors import ErrorCode
-from tests.unit.leader_setup import RecordingIsrWriter, batch, leader, open_log, state
+from tests.harness.leader_setup import RecordingIsrWriter, batch, leader, open_log, state
 
 NOW = 10_000
 

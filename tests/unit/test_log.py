@@ -8,7 +8,7 @@ from kafka_ha.log import Log, LogConfig, OffsetOutOfRangeError, RecordSetTooLarg
 from kafka_ha.model import TopicPartition
 from kafka_ha.records import (CorruptRecordError, OffsetMismatchError, Record, RecordTooLargeError,
                               build_legacy_message_set, build_v2_batch, decode_records)
-from tests.unit.full_disk import FullDisk
+from tests.harness.full_disk import FullDisk
 
 TP = TopicPartition("t", 0)
 CONFIG = LogConfig(segment_bytes=8000, index_interval_bytes=1000, retention_ms=-1)

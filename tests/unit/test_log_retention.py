@@ -16,7 +16,7 @@ from kafka_ha.config import BrokerConfig
 from kafka_ha.log import Log, LogConfig, LogManager, OffsetOutOfRangeError
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.records import Record, build_v2_batch, decode_records
-from tests.integration.leaders import NoIsrChanges
+from tests.harness.leader_setup import NoIsrChanges
 
 TP = TopicPartition("t", 0)
 # Four 897-byte batches of 4 records fill a 4,000-byte segment: bases 0, 16, 32, ...

@@ -8,7 +8,7 @@ from kafka_ha.log.file_writes import PartialWriteError
 from kafka_ha.log.offset_index import INDEX_ENTRY, INDEX_WRITE_BATCH
 from kafka_ha.log.segment import LogSegment
 from kafka_ha.records import Record, build_legacy_message_set, build_v2_batch, decode_records, iter_entries
-from tests.unit.full_disk import FullDisk
+from tests.harness.full_disk import FullDisk
 
 
 def batch(base, n=4, size=300):

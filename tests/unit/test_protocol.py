@@ -14,8 +14,8 @@ from kafka_ha.protocol.framing import (
     encode_request, encode_response)
 from kafka_ha.protocol.primitives import ProtocolError, Reader, Writer
 from kafka_ha.protocol.schema import INT32, STRING, Array, MissingFieldError, Struct
-from tests.unit.protocol_samples import (RECORDS, REQUESTS, RESPONSES, i16, i32, i64, plain,
-                                         s)
+from tests.harness.protocol_samples import (RECORDS, REQUESTS, RESPONSES, i16, i32, i64, plain,
+                                            s)
 
 
 K = ApiKey

@@ -19,8 +19,8 @@ from kafka_ha.protocol.framing import (
     encode_request, encode_response)
 from kafka_ha.protocol.primitives import ProtocolError, Reader
 from kafka_ha.protocol.server import ProtocolServer
-from tests.unit.protocol_samples import (REQUESTS, api_versions_response, i16, i32,
-                                         produce_response, s)
+from tests.harness.protocol_samples import (REQUESTS, api_versions_response, i16, i32,
+                                            produce_response, s)
 
 
 K = ApiKey

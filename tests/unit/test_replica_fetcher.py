@@ -1,75 +1,22 @@
 """The replica fetcher against a fake leader: real logs on disk, no network, no ZooKeeper.
 
-The fake leader answers OffsetsForLeaderEpoch and Fetch from real Log objects, as
-the leader's data plane would, so what is checked is the follower's conversation
-with it: where it truncates, and which partitions keep moving when one fails.
+The fake leader (tests/harness/fake_leader.py) answers OffsetsForLeaderEpoch and
+Fetch from real Log objects, as the leader's data plane would, so what is checked is
+the follower's conversation with it: where it truncates, and which partitions keep
+moving when one fails.  Errors and lost connections: test_replica_fetcher_errors.py.
 """
-import gevent
 import pytest
 
 from kafka_ha.broker import replica_fetcher
-from kafka_ha.broker.partition import Partition
-from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.config import BrokerConfig
-from kafka_ha.log import Log, LogConfig
 from kafka_ha.log.log_manager import LogManager
-from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
-from kafka_ha.protocol.api import ApiKey
-from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.records import Record, build_v2_batch
+from kafka_ha.model import TopicPartition
+from tests.harness.fake_leader import (CONFIG, FOLLOWER, LEADER, FakeLeader, everything,
+                                       follower_partition, open_log, same_bytes, start_fetcher,
+                                       wait_for, write)
 
-LEADER, FOLLOWER = 1, 2
 A, B = TopicPartition("a", 0), TopicPartition("b", 0)
-CONFIG = LogConfig(retention_ms=-1)
-
-
-class FakeLeader:
-    """Broker 1: answers from its logs; ``corrupt`` partitions send their data with a bad CRC."""
-
-    def __init__(self):
-        self.logs: dict[TopicPartition, Log] = {}
-        self.corrupt: set[TopicPartition] = set()
-        self.connections = 0
-
-    def connect(self, host, port, client_id, timeout_s):
-        self.connections += 1
-        return FakeConnection(self)
-
-
-class FakeConnection:
-    def __init__(self, leader: FakeLeader):
-        self.leader = leader
-
-    def close(self):
-        pass
-
-    def request(self, api_key, version, body):
-        gevent.sleep(0.005)   # a round trip: let the test's greenlet run
-        if api_key == ApiKey.OFFSETS_FOR_LEADER_EPOCH:
-            return {"topics": [{"topic": t["topic"], "partitions": [
-                self._epoch_end(TopicPartition(t["topic"], p["partition"]), p["leader_epoch"])
-                for p in t["partitions"]]} for t in body["topics"]]}
-        assert api_key == ApiKey.FETCH
-        return {"error_code": 0, "session_id": 0, "responses": [
-            {"topic": t["topic"], "partitions": [
-                self._fetch(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"])
-                for p in t["partitions"]]} for t in body["topics"]]}
-
-    def _epoch_end(self, tp, epoch):
-        epoch, end = self.leader.logs[tp].end_offset_for_epoch(epoch)
-        return {"error_code": 0, "partition": tp.partition, "leader_epoch": epoch, "end_offset": end}
-
-    def _fetch(self, tp, offset):
-        log = self.leader.logs[tp]
-        entry = {"partition_index": tp.partition, "high_watermark": log.log_end_offset,
-                 "log_start_offset": log.log_start_offset, "records": b""}
-        if offset > log.log_end_offset:
-            return {**entry, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
-        records = log.read(offset, 1 << 20).to_bytes()
-        if records and tp in self.leader.corrupt:
-            records = records[:-1] + bytes([records[-1] ^ 0xFF])   # a flipped bit: CRC mismatch
-        return {**entry, "error_code": 0, "records": records}
 
 
 @pytest.fixture
@@ -79,45 +26,6 @@ def leader(monkeypatch):
     yield fake
     for log in fake.logs.values():
         log.close()
-
-
-def write(log, epoch, *values):
-    """Append one single-record batch per value, as leader of ``epoch`` (timestamps fixed,
-    so the same value at the same offset and epoch is the same bytes on every broker)."""
-    for value in values:
-        log.append_as_leader(build_v2_batch([Record(None, value, 1000)]), epoch)
-
-
-def open_log(tmp_path, broker, tp):
-    return Log(str(tmp_path / f"broker{broker}" / f"{tp.topic}-{tp.partition}"), tp, CONFIG)
-
-
-def follower_partition(log, leader_epoch=9):
-    p = Partition(log.tp, FOLLOWER, log, lambda: 1, None)
-    p.make_follower(PartitionStateInfo(log.tp, 1, LEADER, leader_epoch, (LEADER, FOLLOWER), 0,
-                                       (LEADER, FOLLOWER)))
-    return p
-
-
-def start_fetcher(partitions):
-    fetcher = ReplicaFetcher(FOLLOWER, BrokerEndpoint(LEADER, "leader.invalid", 9092),
-                             {p.tp: p for p in partitions}.get, 50, 1, 1 << 20, 5.0)
-    fetcher.add({p.tp for p in partitions})
-    return fetcher
-
-
-def wait_for(condition, what, timeout=20):
-    with gevent.Timeout(timeout, AssertionError(f"timed out waiting until {what}")):
-        while not condition():
-            gevent.sleep(0.01)
-
-
-def same_bytes(a: Log, b: Log) -> bool:
-    return a.log_end_offset == b.log_end_offset and everything(a) == everything(b)
-
-
-def everything(log: Log) -> bytes:
-    return log.read(0, 1 << 20).to_bytes()
 
 
 def test_truncation_takes_as_many_rounds_as_the_epochs_need(tmp_path, leader):

@@ -16,7 +16,7 @@ from kafka_ha.config import BrokerConfig
 from kafka_ha.log import Log, LogConfig
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.records import Record, build_v2_batch
-from tests.unit.full_disk import FullDisk
+from tests.harness.full_disk import FullDisk
 
 TP = TopicPartition("t", 0)
 ENOSPC = os.strerror(errno.ENOSPC)

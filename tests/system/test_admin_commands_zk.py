@@ -19,6 +19,7 @@ from kafka_ha.zk import admin_znodes as azn, znodes as zn
 from kafka_ha.zk.schemas import validate_znode
 from tests.harness.kafka import run_tool
 
+pytestmark = pytest.mark.system
 REASSIGN = zn.REASSIGN_PARTITIONS_PATH
 ELECTION = zn.PREFERRED_REPLICA_ELECTION_PATH
 

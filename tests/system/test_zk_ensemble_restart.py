@@ -17,9 +17,13 @@ and its other thread waits for SIGTERM and takes a second to exit after it.
 import signal
 import sys
 
+import pytest
+
 from kafka_ha.tools.zk_ensemble import Ensemble
 from tests.harness.cluster import wait_until
 from tests.harness.ports import free_port_block
+
+pytestmark = pytest.mark.system
 
 # The thread that takes SIGTERM blocks it and collects it with sigwait; the main thread
 # blocks it too, before it exits, so the signal can only go to that thread.

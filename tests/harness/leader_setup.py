@@ -1,5 +1,5 @@
-"""What the leader-side unit tests share: a leader Partition over a real Log, and an ISR writer
-that records what the partition asks of it instead of writing to ZooKeeper."""
+"""What the leader-side unit tests share: a leader Partition over a real Log, and ISR writers
+that record or refuse what the partition asks of them instead of writing to ZooKeeper."""
 from kafka_ha.broker.partition import Partition
 from kafka_ha.log import Log, LogConfig
 from kafka_ha.model import PartitionStateInfo, TopicPartition
@@ -26,6 +26,15 @@ class RecordingIsrWriter:
     def remove(self, partition, leaving, reason):
         self.removals.append((list(leaving), reason))
         return False
+
+
+class NoIsrChanges:
+    """An ISR writer for scenarios whose ISR must stay as it is: any change fails the test."""
+
+    def spawn_change(self, *args, **kwargs):
+        raise AssertionError("the ISR must not change here")
+
+    change = remove = spawn_change
 
 
 def state(isr, epoch=1, replicas=(1, 2, 3), leader=LEADER, zk_version=0, tp=TP):

@@ -1,7 +1,8 @@
-"""AdminStore and BenchStore against the real ensemble (no broker processes).
+"""AdminStore's and BenchStore's contract, run against the in-memory fake and the real
+ensemble (no broker processes): each store operation's znodes and errors.
 
-The admin tools' behaviour end to end is in test_admin_commands_zk.py; here each
-store operation's znodes and errors.
+The admin tools' behaviour end to end is in tests/system/test_admin_commands_zk.py.
+Connecting (``AdminStore.connect``) needs a real ensemble and is tested on it alone.
 """
 
 import uuid
@@ -20,19 +21,21 @@ T0 = TopicPartition("t", 0)
 
 
 @pytest.fixture
+def zk(new_session):
+    """The session the store runs on, also used to arrange and check raw znodes."""
+    return new_session()
+
+
+@pytest.fixture
+def store(zk):
+    return AdminStore(zk)
+
+
+# ---- on the real ensemble alone ---------------------------------------------------------
+
+@pytest.fixture
 def connect(zk_ensemble):
     return f"{zk_ensemble.connect_string}/admin-store-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def store(connect):
-    with AdminStore.connect(connect, 10000, 30000) as store:  # creates the chroot
-        yield store
-
-
-@pytest.fixture
-def zk(store):
-    return store.zk.client  # the same session, for arranging and checking raw znodes
 
 
 @pytest.mark.filterwarnings("ignore:No chroot path exists")  # kazoo says so; expected here
@@ -48,6 +51,8 @@ def test_an_unreachable_ensemble_is_a_timeout():
         AdminStore.connect("127.0.0.1:1", 10000, 1000)
     assert isinstance(failed.value, ZkUnavailable)
 
+
+# ---- on both ---------------------------------------------------------------------------
 
 def test_brokers_and_controller(store, zk):
     assert store.live_broker_ids() == [] and store.registered_brokers() == []
@@ -132,24 +137,23 @@ def test_partition_states_leave_out_missing_and_malformed_ones(store, zk):
     assert list(states) == [T0] and states[T0].leader == 1
 
 
-def test_bench_rewrites_states_unchanged_and_fails_on_a_write_in_between(connect):
-    with BenchStore.connect(connect, 10000, 30000) as bench:
-        zk = bench.zk.client
-        zk.ensure_path(zn.BROKER_TOPICS_PATH)
-        bench.create_assignments(TopicAssignment(f"b{i}", {0: (1,)}) for i in range(3))
-        assert bench.topics() == ["b0", "b1", "b2"]
-        tps = [TopicPartition(f"b{i}", 0) for i in range(3)]
-        for tp in tps:
-            zk.create(zn.TopicPartitionStateZNode.path(*tp),
-                      zn.TopicPartitionStateZNode.encode(LeaderAndIsr(1, 0, (1,), 1)),
-                      makepath=True)
-        before = {tp: zk.get(zn.TopicPartitionStateZNode.path(*tp)) for tp in tps}
-        snapshot = bench.snapshot_states(tps)
-        bench.rewrite_unchanged(snapshot)
-        for tp, (data, stat) in before.items():
-            after_data, after_stat = zk.get(zn.TopicPartitionStateZNode.path(*tp))
-            assert (after_data, after_stat.version) == (data, stat.version + 1)
-        with pytest.raises(ZkBadVersion):
-            bench.rewrite_unchanged(snapshot)  # at the versions before: someone wrote since
-        with pytest.raises(ZkNoNode):
-            bench.snapshot_states([TopicPartition("none", 0)])
+def test_bench_rewrites_states_unchanged_and_fails_on_a_write_in_between(zk):
+    bench = BenchStore(zk)
+    zk.ensure_path(zn.BROKER_TOPICS_PATH)
+    bench.create_assignments(TopicAssignment(f"b{i}", {0: (1,)}) for i in range(3))
+    assert bench.topics() == ["b0", "b1", "b2"]
+    tps = [TopicPartition(f"b{i}", 0) for i in range(3)]
+    for tp in tps:
+        zk.create(zn.TopicPartitionStateZNode.path(*tp),
+                  zn.TopicPartitionStateZNode.encode(LeaderAndIsr(1, 0, (1,), 1)),
+                  makepath=True)
+    before = {tp: zk.get(zn.TopicPartitionStateZNode.path(*tp)) for tp in tps}
+    snapshot = bench.snapshot_states(tps)
+    bench.rewrite_unchanged(snapshot)
+    for tp, (data, stat) in before.items():
+        after_data, after_stat = zk.get(zn.TopicPartitionStateZNode.path(*tp))
+        assert (after_data, after_stat.version) == (data, stat.version + 1)
+    with pytest.raises(ZkBadVersion):
+        bench.rewrite_unchanged(snapshot)  # at the versions before: someone wrote since
+    with pytest.raises(ZkNoNode):
+        bench.snapshot_states([TopicPartition("none", 0)])

@@ -1,11 +1,10 @@
-"""BrokerStore against the real ensemble (no broker processes): each operation's znode,
-its bytes, and the project's errors in place of the client library's."""
+"""BrokerStore's contract, run against the in-memory fake and the real ensemble (no broker
+processes): each operation's znode, its bytes, and the project's errors in place of the
+client library's."""
 
 import threading
-import uuid
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import SessionExpiredError
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
@@ -20,18 +19,9 @@ TP = TopicPartition("t", 0)
 
 
 @pytest.fixture
-def zk(zk_ensemble):
-    chroot = f"/broker-store-{uuid.uuid4().hex[:10]}"
-    root = KazooClient(hosts=zk_ensemble.connect_string, timeout=10)
-    root.start(timeout=30)
-    root.ensure_path(chroot)
-    root.stop()
-    root.close()
-    client = KazooClient(hosts=zk_ensemble.connect_string + chroot, timeout=10)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
+def zk(new_session):
+    """The session the store runs on, also used to arrange and check raw znodes."""
+    return new_session()
 
 
 def test_registration_is_an_ephemeral_node_of_this_session(zk):

@@ -19,7 +19,7 @@ from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.reader import decode_records
-from tests.integration.leaders import NoIsrChanges
+from tests.harness.leader_setup import NoIsrChanges
 
 TPS = [TopicPartition("s", p) for p in range(4)]
 

@@ -6,8 +6,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from kafka_ha.tools.data_bench import relay_floor
 from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
+
+pytestmark = pytest.mark.system
 
 
 def test_relay_floor_measures_every_message_and_leaves_no_process_behind():

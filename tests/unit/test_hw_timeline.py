@@ -15,7 +15,7 @@ from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.records.builder import Record, build_v2_batch
 from kafka_ha.records.reader import decode_records
-from tests.integration.leaders import NoIsrChanges
+from tests.harness.leader_setup import NoIsrChanges
 
 TP = TopicPartition("p", 0)
 
