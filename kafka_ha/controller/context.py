@@ -1,4 +1,4 @@
-"""The controller's cached view of the cluster.
+"""The controller's cached view of the cluster, one per controller term (term.py).
 
 Owned by the controller's event loop alone, so it needs no locks.  It caches
 what was last read from or written to ZooKeeper: live brokers, assignments,
@@ -14,7 +14,6 @@ from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
 
 class ControllerContext:
     def __init__(self) -> None:
-        self.epoch = 0
         self.live_brokers: dict[int, BrokerInfo] = {}
         self.shutting_down: set[int] = set()
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}

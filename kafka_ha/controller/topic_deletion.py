@@ -6,46 +6,57 @@ delete=true; when every replica has answered, the topic's znodes go,
 assignment last but one and the marker last.  A replica on a dead broker
 makes the topic wait until that broker returns (on broker start-up the
 deletion resumes).  A topic under reassignment is not deleted until that ends.
+
+What waits for StopReplica answers belongs to the controller term that sent the
+requests: a controller elected again sends its own.
 """
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
+from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.model import LEADER_DURING_DELETE, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.controller_store import ControllerStore
 
 log = logging.getLogger("kafka_ha.controller")
 
 
 class TopicDeletion:
-    def __init__(self, controller) -> None:
-        self.c = controller
-        # topic -> brokers whose StopReplica(delete) has not succeeded yet
-        self._pending: dict[str, set[int]] = {}
+    def __init__(self, store: ControllerStore, config: BrokerConfig,
+                 watch_markers: Callable[[], Callable], enqueue: Callable[[object], None]) -> None:
+        """``watch_markers()`` makes the watch on the markers; ``enqueue`` puts an event on
+        the controller's queue (StopReplica answers arrive on the channel's greenlets)."""
+        self.store = store
+        self.config = config
+        self._watch_markers = watch_markers
+        self._enqueue = enqueue
 
-    def on_markers(self, _event: object = None) -> None:
-        ctx = self.c.ctx
-        markers = set(self.c.store.deletion_markers(watch=self.c.watch_event("deletion")))
+    def on_markers(self, term: ControllerTerm, _event: object = None) -> None:
+        ctx = term.ctx
+        markers = set(self.store.deletion_markers(watch=self._watch_markers()))
         for topic in sorted(markers - ctx.deleting_topics):
             if topic not in ctx.topics:
                 log.info("Removing the deletion marker of unknown topic %s", topic)
-                self.c.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
-            elif not self.c.config["delete.topic.enable"]:
+                self.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
+            elif not self.config["delete.topic.enable"]:
                 log.warning("Topic %s was marked for deletion but delete.topic.enable is false; "
                             "removing the marker (Kafka 2.x behaviour)", topic)
-                self.c.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
+                self.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
             else:
                 log.info("Topic %s is marked for deletion", topic)
                 ctx.deleting_topics.add(topic)
-        self.resume()
+        self.resume(term)
 
-    def resume(self) -> None:
+    def resume(self, term: ControllerTerm) -> None:
         """Start (or restart) every deletion whose replicas are all on live brokers."""
-        ctx = self.c.ctx
+        ctx = term.ctx
         for topic in sorted(ctx.deleting_topics):
-            if topic in self._pending:
+            if topic in term.deletions_waiting:
                 continue
             partitions = ctx.partitions_of(topic)
             if any(tp in ctx.reassignments for tp in partitions):
@@ -56,24 +67,25 @@ class TopicDeletion:
             if dead:
                 log.info("Deletion of topic %s waits for brokers %s, which hold replicas", topic, dead)
                 continue
-            self._start(topic, partitions, replicas)
+            self._start(term, topic, partitions, replicas)
 
-    def _start(self, topic: str, partitions: list[TopicPartition], replicas: set[int]) -> None:
-        ctx = self.c.ctx
-        batch = self.c.new_batch()
+    def _start(self, term: ControllerTerm, topic: str, partitions: list[TopicPartition],
+               replicas: set[int]) -> None:
+        ctx = term.ctx
+        batch = term.new_batch()
         batch.add_update_metadata(ctx.live_brokers, [
-            PartitionStateInfo(tp, ctx.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
+            PartitionStateInfo(tp, term.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
             for tp in partitions])
         for tp in partitions:
             batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
-        self._pending[topic] = set(replicas)
-        batch.send(self.c.channel, on_stop_replica=lambda broker, response: self.c.enqueue(
+        term.deletions_waiting[topic] = set(replicas)
+        batch.send(term.channel, on_stop_replica=lambda broker, response: self._enqueue(
             ev.StopReplicaResult(topic, broker, response)))
         log.info("Deletion of topic %s started: StopReplica(delete) sent to brokers %s", topic,
                  sorted(replicas))
 
-    def on_stop_replica_result(self, event: ev.StopReplicaResult) -> None:
-        waiting = self._pending.get(event.topic)
+    def on_stop_replica_result(self, term: ControllerTerm, event: ev.StopReplicaResult) -> None:
+        waiting = term.deletions_waiting.get(event.topic)
         if waiting is None:
             return
         response = event.response or {}
@@ -81,19 +93,19 @@ class TopicDeletion:
         if response.get("error_code", -1) != ErrorCode.NONE or errors:
             log.warning("Broker %d failed to delete replicas of %s (%s); will retry", event.broker,
                         event.topic, response)
-            del self._pending[event.topic]  # retried on the next resume
+            del term.deletions_waiting[event.topic]  # retried on the next resume
             return
         waiting.discard(event.broker)
         if waiting:
             return
-        del self._pending[event.topic]
-        self.c.store.delete_topic_znodes(event.topic)
-        self.c.ctx.deleting_topics.discard(event.topic)
-        self.c.ctx.remove_topic(event.topic)
+        del term.deletions_waiting[event.topic]
+        self.store.delete_topic_znodes(event.topic)
+        term.ctx.deleting_topics.discard(event.topic)
+        term.ctx.remove_topic(event.topic)
         log.info("Deletion of topic %s successfully completed", event.topic)
 
-    def on_broker_failure(self, dead: set[int]) -> None:
+    def on_broker_failure(self, term: ControllerTerm, dead: set[int]) -> None:
         """A broker died mid-deletion: its answer will not come; restart when it returns."""
-        for topic, waiting in list(self._pending.items()):
+        for topic, waiting in list(term.deletions_waiting.items()):
             if waiting & dead:
-                del self._pending[topic]
+                del term.deletions_waiting[topic]

@@ -60,7 +60,9 @@ class ControllerStore:
     def __init__(self, client: KazooClient, broker_id: int) -> None:
         self.zk = SessionBoundClient(client)
         self.broker_id = broker_id
-        self.epoch_zk_version = -1
+        # The version of /controller_epoch that this broker's election wrote, which every
+        # write of its term checks; None outside a term (before the election, after resigning).
+        self.epoch_zk_version: int | None = None
 
     # ---- election -------------------------------------------------------
 
@@ -134,6 +136,7 @@ class ControllerStore:
         """End the term; with ``delete_znode`` delete ``/controller`` if this session owns it
         (raw, not retried: a broker shutting down must not wait for ZooKeeper)."""
         self.zk.unbind()
+        self.epoch_zk_version = None  # no more writes until it wins again
         if not delete_znode:
             return
         try:
@@ -282,7 +285,7 @@ class ControllerStore:
 
     def _fenced_deletes(self, paths: list[str], version: int = -1):
         txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.check(zn.ControllerEpochZNode.PATH, self._fence())
         for path in paths:
             txn.delete(path, version=version)
         return txn
@@ -294,7 +297,7 @@ class ControllerStore:
 
     def fenced_set(self, path: str, data: bytes) -> None:
         txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.check(zn.ControllerEpochZNode.PATH, self._fence())
         txn.set_data(path, data)
         results = txn.commit()
         self._raise_if_fenced(results)
@@ -443,7 +446,7 @@ class ControllerStore:
 
     def _fenced_txn(self, units: list):
         txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
+        txn.check(zn.ControllerEpochZNode.PATH, self._fence())
         for _, _, ops in units:
             for kind, path, data, version in ops:
                 if kind == "create":
@@ -453,6 +456,12 @@ class ControllerStore:
                 else:
                     txn.set_data(path, data, version=version)
         return txn
+
+    def _fence(self) -> int:
+        if self.epoch_zk_version is None:
+            raise ControllerMoved("this broker is not the controller: it has not won an "
+                                  "election since it last resigned")
+        return self.epoch_zk_version
 
     def _raise_if_fenced(self, results: list) -> None:
         if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):

@@ -175,6 +175,22 @@ def test_every_write_of_a_deposed_controller_is_fenced_and_lands_nowhere(backend
     assert b.update_states({TP: LeaderAndIsr(2, 1, (2,), 2, stale.zk_version)}).written
 
 
+def test_a_store_that_resigned_writes_nothing_until_it_wins_again(backend):
+    """The fence belongs to the term: with nobody elected since, the epoch's version is
+    unchanged, and a write the resigned store let through would land."""
+    store, zk = elected(backend, 1)
+    store.resign(delete_znode=True)
+    with pytest.raises(ControllerMoved):
+        store.create_states({TP: LeaderAndIsr(1, 0, (1,), 1)})
+    with pytest.raises(ControllerMoved):
+        store.fenced_set("/brokers/topics/t", zn.TopicZNode.encode(TopicAssignment("t", {0: (1,)})))
+    assert zk.exists(STATE_PATH) is None
+    assert zn.TopicZNode.decode(zk.get("/brokers/topics/t")[0], "/brokers/topics/t").partitions == {
+        0: (1, 2, 3)}
+    assert store.try_elect().epoch == 2
+    assert store.create_states({TP: LeaderAndIsr(1, 0, (1,), 2)}).written
+
+
 def test_another_controller_taking_over_deposes_the_store(backend):
     a, _ = elected(backend, 1)
     assert take_over(backend.client(), 3) == 2
@@ -402,10 +418,9 @@ def test_a_deposed_store_deletes_no_topic_znode(backend):
 
 def machine(store, epoch, live):
     ctx = ControllerContext()
-    ctx.epoch = epoch
     ctx.set_assignment(TP, (1, 2, 3))
     ctx.live_brokers = {b: BrokerInfo(b, "h", 1) for b in live}
-    return ctx, PartitionStateMachine(ctx, store, 1)
+    return ctx, PartitionStateMachine(ctx, store, 1, epoch)
 
 
 def test_conflicting_write_between_read_and_write_is_redecided(backend):

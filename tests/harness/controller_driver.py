@@ -151,8 +151,14 @@ class ControllerUnderTest:
         return self.channels[-1]
 
     @property
+    def term(self):
+        """The controller's current term (None while it is not the controller)."""
+        return self.controller.term
+
+    @property
     def ctx(self):
-        return self.controller.ctx
+        """The current term's view of the cluster."""
+        return self.controller.term.ctx
 
     def start(self) -> ControllerUnderTest:
         self.handle(ev.Startup())

@@ -46,7 +46,7 @@ class FakeControllerStore:
     def __init__(self, zk: FakeZkClient, broker_id: int) -> None:
         self.zk = zk  # the controller runs its broker registration through zk.call
         self.broker_id = broker_id
-        self.epoch_zk_version = -1
+        self.epoch_zk_version: int | None = None  # outside a term
 
     # ---- election -------------------------------------------------------
 
@@ -96,6 +96,7 @@ class FakeControllerStore:
         return zn.ControllerEpochZNode.decode(data, EPOCH_PATH), stat.version
 
     def resign(self, delete_znode: bool) -> None:
+        self.epoch_zk_version = None
         if not delete_znode:
             return
         try:
@@ -286,6 +287,8 @@ class FakeControllerStore:
 
     def _fenced(self, ops: list[tuple]) -> list:
         """Run ``ops`` in one multi behind a check of ``/controller_epoch``'s version."""
+        if self.epoch_zk_version is None:
+            raise ControllerMoved("this broker is not the controller")
         results = self.zk.multi([("check", EPOCH_PATH, self.epoch_zk_version)] + ops)
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise ControllerMoved(f"/controller_epoch is no longer at version "

@@ -169,10 +169,9 @@ class CreateConflictStore:
 
 def psm_with(stored):
     ctx = ControllerContext()
-    ctx.epoch = EPOCH
     ctx.set_assignment(TP, (1, 2))
     ctx.live_brokers = {b: BrokerInfo(b, "h", 9000 + b) for b in (1, 2)}
-    return ctx, PartitionStateMachine(ctx, CreateConflictStore(stored), 1)
+    return ctx, PartitionStateMachine(ctx, CreateConflictStore(stored), 1, EPOCH)
 
 
 def test_a_create_that_landed_before_its_reply_was_lost_counts_as_ours():

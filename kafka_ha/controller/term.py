@@ -1,0 +1,74 @@
+"""One controller term: what the controller holds from winning an election until it resigns.
+
+The controller makes a ``ControllerTerm`` when it wins ``/controller`` and
+drops it when it resigns, for whatever reason (its session expired, another
+broker took over, the broker shuts down).  Everything that belongs to one term
+lives here and nowhere else: the epoch, the cluster view, the channel to the
+brokers, the partition state machine, the reassignments it started, the
+deletions waiting for StopReplica answers and its timers.  So nothing of a term
+outlives it: a deletion that waited for answers from the old term's channel, or
+a timer or sender greenlet of the old term, would act in the next one under an
+epoch that is no longer ours, and the next term starts from ZooKeeper instead.
+
+The handlers (controller.py and its helpers) get the term as an argument; only
+the controller's event loop touches it, so it needs no locks.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import gevent
+
+from kafka_ha.controller.channel import ControllerChannel
+from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.partition_state_machine import Decide, PartitionStateMachine
+from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.model import LeaderAndIsr, TopicPartition
+from kafka_ha.zk.controller_store import ControllerStore, Election
+
+
+class ControllerTerm:
+    def __init__(self, controller_id: int, election: Election, store: ControllerStore,
+                 channel: ControllerChannel) -> None:
+        self.controller_id = controller_id
+        # The version of /controller_epoch that the election wrote is the store's fence
+        # (every write checks it): the store holds it from try_elect until resign.
+        self.epoch = election.epoch
+        self.ctx = ControllerContext()
+        self.channel = channel
+        self.psm = PartitionStateMachine(self.ctx, store, controller_id, self.epoch)
+        # Partitions whose reassignment this term has started (AR = OAR + RAR sent).
+        self.reassignments_started: set[TopicPartition] = set()
+        # Topic being deleted -> brokers whose StopReplica(delete) of this term is unanswered.
+        self.deletions_waiting: dict[str, set[int]] = {}
+        self._timers: list[gevent.Greenlet] = []
+
+    def new_batch(self) -> RequestBatch:
+        """A batch for the requests of one event, sent under this term's epoch."""
+        return RequestBatch(self.controller_id, self.epoch, self.ctx.live_brokers)
+
+    def change_states(self, partitions: Iterable[TopicPartition],
+                      decide: Decide) -> dict[TopicPartition, LeaderAndIsr]:
+        """Apply ``decide`` to the partitions' states and send the requests the changes need;
+        returns the states written."""
+        batch = self.new_batch()
+        changed = self.psm.change(partitions, decide, batch)
+        batch.send(self.channel)
+        return changed
+
+    def every(self, first_s: float, interval_s: float, tick: Callable[[], None]) -> None:
+        """Call ``tick`` (which must not block) after ``first_s``, then every ``interval_s``,
+        until the term ends."""
+        def repeat() -> None:
+            gevent.sleep(first_s)
+            while True:
+                tick()
+                gevent.sleep(interval_s)
+        self._timers.append(gevent.spawn(repeat))
+
+    def end(self) -> None:
+        """Stop the term's timers and its channel (its requests not yet sent are dropped)."""
+        for timer in self._timers:
+            timer.kill(block=False)
+        self._timers.clear()
+        self.channel.stop()
