@@ -47,7 +47,7 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self.stopped = Event()
-        self.zk = None  # the client; the controller and the ISR writer use it directly
+        self.zk = None  # the client; the controller uses it directly
         self.store: BrokerStore | None = None
         self.controller: KafkaController | None = None
         self.listener: ProtocolServer | None = None
@@ -66,7 +66,7 @@ class KafkaServer:
         # stops the start-up here with a clear error rather than serve bad data.
         self.topic_configs = TopicConfigs(self.store, cfg)
         self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
-        self.isr_writer = IsrWriter(self.zk, self.broker_id)
+        self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of)
