@@ -16,10 +16,6 @@ from typing import Callable
 import gevent
 from gevent.event import AsyncResult
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import SessionExpiredError
-from kazoo.protocol.states import KazooState
-
 from kafka_ha.config import BrokerConfig, topic_setting
 from kafka_ha.controller import controlled_shutdown, election, events as ev
 from kafka_ha.controller.channel import ControllerChannel
@@ -32,21 +28,21 @@ from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.controller.topic_deletion import TopicDeletion
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Election
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, ZkSessionExpired
+from kafka_ha.zk.mapped_client import SessionState
 
 log = logging.getLogger("kafka_ha.controller")
 
 
 class KafkaController:
-    def __init__(self, config: BrokerConfig, zk: KazooClient | None,
-                 register_broker: Callable[[], None], store: ControllerStore | None = None,
+    def __init__(self, config: BrokerConfig, store: ControllerStore,
+                 register_broker: Callable[[], None],
                  new_channel: Callable[[], ControllerChannel] | None = None) -> None:
-        """``store`` and ``new_channel`` (called for each term's channel) default to
-        ZooKeeper through ``zk`` and sockets; unit tests pass in-memory ones."""
+        """``new_channel`` (called for each term's channel) defaults to sockets; unit tests
+        pass an in-memory store and channels."""
         self.config = config
         self.broker_id = config.broker_id
-        self.zk = zk
-        self.store = store if store is not None else ControllerStore(zk, self.broker_id)
+        self.store = store
         self._new_channel = new_channel or (lambda: ControllerChannel(
             self.broker_id, self.config["controller.socket.timeout.ms"] / 1000))
         self._register_broker = register_broker
@@ -83,7 +79,7 @@ class KafkaController:
     # ---- lifecycle --------------------------------------------------------
 
     def start(self) -> None:
-        self.zk.add_listener(self._session_listener)
+        self.store.add_session_listener(self._session_listener)
         self.loop.start()
         self.loop.put(ev.Startup())
 
@@ -91,12 +87,12 @@ class KafkaController:
         self.loop.put(ev.Shutdown())
         self.loop.stop()
 
-    def _session_listener(self, state: str) -> None:
-        # Runs on kazoo's callback greenlet: only enqueue.
-        if state == KazooState.LOST:
+    def _session_listener(self, state: SessionState) -> None:
+        # Runs on the ZooKeeper client's callback greenlet: only enqueue.
+        if state is SessionState.LOST:
             self._session_lost = True
             self.loop.put(ev.SessionExpired())
-        elif state == KazooState.CONNECTED and self._session_lost:
+        elif state is SessionState.CONNECTED and self._session_lost:
             self._session_lost = False
             self.loop.put(ev.NewSession())
 
@@ -141,7 +137,7 @@ class KafkaController:
         if isinstance(error, ControllerMoved):
             self._resign(f"controller moved: {error}", touch_zk=False)
             self._elect()  # learn who the controller is and re-arm the watch
-        elif isinstance(error, SessionExpiredError):
+        elif isinstance(error, ZkSessionExpired):
             # Expected, no bug: the session listener has queued SessionExpired
             # (resign) and NewSession (re-register and re-elect) behind this event.
             log.warning("Abandoned %s: the ZooKeeper session ended (%s)", type(event).__name__,
@@ -153,13 +149,13 @@ class KafkaController:
     # ---- election -------------------------------------------------------
 
     def _on_startup(self, _event: object) -> None:
-        self.store.zk.call("the broker registration", self._register_broker)
+        self.store.run_in_session("the broker registration", self._register_broker)
         self._elect()
 
     def _on_new_session(self, _event: object) -> None:
         self._resign("new ZooKeeper session", touch_zk=False)
         # Registration is safe to repeat (it accepts a node this session owns).
-        self.store.zk.call("the broker registration", self._register_broker)
+        self.store.run_in_session("the broker registration", self._register_broker)
         self._elect()
 
     def _elect(self) -> None:

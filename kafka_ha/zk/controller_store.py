@@ -7,24 +7,27 @@ is fenced: it goes into a multi that first checks the version of
 since, and raises ``ControllerMoved`` so that this one resigns (KAFKA-6082).
 Every request goes through a ``SessionBoundClient``: a connection loss makes
 it wait for the next connection and go again, within the controller's session.
+Failures are the project's errors (:mod:`kafka_ha.zk.errors`); the end of the
+session is ZkSessionExpired.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
-                              RolledBackError, RuntimeInconsistency, SessionExpiredError)
 
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import (MalformedZnode, ZkBadVersion, ZkConnectionLost, ZkError,
+                                ZkNodeExists, ZkNoNode, ZkRolledBack, error_text, translated)
+from kafka_ha.zk.mapped_client import SessionState
 from kafka_ha.zk.session_bound import SessionBoundClient
 
 log = logging.getLogger("kafka_ha.controller")
+T = TypeVar("T")
 
 # ZooKeeper refuses requests over jute.maxbuffer (1 MiB); a state set op is
 # about 150 bytes, so 1,000 ops per multi stays far below it.
@@ -64,6 +67,17 @@ class ControllerStore:
         # write of its term checks; None outside a term (before the election, after resigning).
         self.epoch_zk_version: int | None = None
 
+    # ---- the session ----------------------------------------------------
+
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        """Call ``listener`` (which must not block) with each change of the session's state."""
+        self.zk.add_session_listener(listener)
+
+    def run_in_session(self, what: str, send: Callable[[], T]) -> T:
+        """Run ``send``, requests that are safe to repeat (the broker registration), as the
+        store runs its own: sent again after a connection loss, never in a later session."""
+        return self.zk.call(what, send)
+
     # ---- election -------------------------------------------------------
 
     def controller_id(self, watch: Callable | None = None) -> int | None:
@@ -74,7 +88,7 @@ class ControllerStore:
         try:
             data, _ = self.zk.get(zn.ControllerZNode.PATH)
             return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return None
         except MalformedZnode as e:
             log.error("Ignoring malformed controller znode: %s", e)
@@ -95,8 +109,8 @@ class ControllerStore:
                      version=version)
         try:
             results = txn.commit()
-        except ConnectionLoss:
-            results = [ConnectionLoss()]
+        except ZkConnectionLost as lost:
+            results = [lost]
         if not any(isinstance(r, Exception) for r in results):
             self.epoch_zk_version = results[1].version
             self.zk.bind()  # the term lasts as long as this session
@@ -106,12 +120,12 @@ class ControllerStore:
     def _read_epoch(self) -> tuple[int, int]:
         try:
             data, stat = self.zk.get(zn.ControllerEpochZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             # Kafka 2.1+ creates it as 0 and bumps it to 1 in the election
             # multi, so the first controller runs at epoch 1 either way.
             try:
                 self.zk.create(zn.ControllerEpochZNode.PATH, zn.ControllerEpochZNode.encode(0))
-            except NodeExistsError:
+            except ZkNodeExists:
                 pass
             data, stat = self.zk.get(zn.ControllerEpochZNode.PATH)
         return zn.ControllerEpochZNode.decode(data, zn.ControllerEpochZNode.PATH), stat.version
@@ -120,7 +134,7 @@ class ControllerStore:
         try:
             data, owner_stat = self.zk.get(zn.ControllerZNode.PATH)
             owner = zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return Election(False, None)
         except MalformedZnode:
             return Election(False, -1)
@@ -140,11 +154,12 @@ class ControllerStore:
         if not delete_znode:
             return
         try:
-            _, stat = self.zk.client.get(zn.ControllerZNode.PATH)
-            if stat.ephemeralOwner == self.zk.session_id:
-                self.zk.client.delete(zn.ControllerZNode.PATH, version=stat.version)
-        except (NoNodeError, BadVersionError, ConnectionLoss, SessionExpiredError):
-            pass
+            with translated():
+                _, stat = self.zk.client.get(zn.ControllerZNode.PATH)
+                if stat.ephemeralOwner == self.zk.session_id:
+                    self.zk.client.delete(zn.ControllerZNode.PATH, version=stat.version)
+        except ZkError:
+            pass  # gone, someone else's by now, or no connection: its session ends it
 
     # ---- reads ----------------------------------------------------------
 
@@ -179,7 +194,7 @@ class ControllerStore:
             try:
                 data, stat = result.get()
                 out[topic] = zn.TopicZNode.decode(data, path, zk_version=stat.version)
-            except NoNodeError:
+            except ZkNoNode:
                 out[topic] = None
             except MalformedZnode as e:
                 log.error("Ignoring topic: %s", e)
@@ -243,7 +258,7 @@ class ControllerStore:
             return None, -1
         try:
             data, stat = self.zk.get(path)
-        except NoNodeError:
+        except ZkNoNode:
             return None, -1
         return decode(data, path), stat.version
 
@@ -270,7 +285,7 @@ class ControllerStore:
                 for path in chunk:
                     results = self._fenced_deletes([path]).commit()
                     self._raise_if_fenced(results)
-                    if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
+                    if isinstance(results[1], Exception) and not isinstance(results[1], ZkNoNode):
                         raise results[1]
 
     def _subtree(self, root: str) -> list[str]:
@@ -405,7 +420,7 @@ class ControllerStore:
         """(unit, outcome) for each unit: a version, _CONFLICT, _RETRY or an error text."""
         try:
             results = async_result.get()
-        except ConnectionLoss as e:
+        except ZkConnectionLost as e:
             # Not sent again (no session to tie it to): it may or may not have been
             # applied; the caller re-reads conflicts and compares content (KAFKA-1382).
             log.warning("Lost the reply to a batch of %d partition writes (%s); re-reading them",
@@ -425,13 +440,13 @@ class ControllerStore:
                     outcomes.append((unit, last.version if hasattr(last, "version") else 0))
                 continue
             failure = next((r for r in unit_results if isinstance(r, Exception)
-                            and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
+                            and not isinstance(r, ZkRolledBack)), None)
             if failure is None:
                 outcomes.append((unit, _RETRY))
-            elif isinstance(failure, (BadVersionError, NoNodeError, NodeExistsError)):
+            elif isinstance(failure, (ZkBadVersion, ZkNoNode, ZkNodeExists)):
                 outcomes.append((unit, _CONFLICT))
             else:
-                outcomes.append((unit, repr(failure)))
+                outcomes.append((unit, error_text(failure)))
         return outcomes
 
     @staticmethod
@@ -464,7 +479,7 @@ class ControllerStore:
         return self.epoch_zk_version
 
     def _raise_if_fenced(self, results: list) -> None:
-        if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):
+        if isinstance(results[0], (ZkBadVersion, ZkNoNode)):
             raise ControllerMoved(
                 f"/controller_epoch is no longer at version {self.epoch_zk_version}: "
                 f"another controller has been elected")

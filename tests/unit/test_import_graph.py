@@ -17,7 +17,7 @@ PACKAGE = "kafka_ha"
 
 # Modules that still call kazoo themselves; each moves onto a store of kafka_ha.zk
 # (issue 24).  Take a module off this list when it no longer imports kazoo.
-NOT_YET_ON_THE_STORES = {"kafka_ha.controller.controller", "kafka_ha.tools.failover_bench"}
+NOT_YET_ON_THE_STORES = {"kafka_ha.tools.failover_bench"}
 
 
 @pytest.fixture(scope="module")
