@@ -12,7 +12,6 @@ from typing import Callable
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from kafka_ha.controller import election
 from kafka_ha.controller.context import ControllerContext
@@ -21,7 +20,7 @@ from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
 from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Election
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import MalformedZnode, ZkNoNode
 from kafka_ha.zk.schemas import validate_znode
 from tests.harness.cluster import wait_until
 from tests.harness.fake_controller_store import (FakeControllerStore, deregister_broker,
@@ -364,7 +363,7 @@ def test_admin_znodes(backend):
         store.read_admin_znode(path, decode)
     assert store.fenced_delete(path) is True
     assert store.fenced_delete(path) is False, "already gone"
-    with pytest.raises(NoNodeError):
+    with pytest.raises(ZkNoNode):
         store.fenced_set(path, b"{}")
     zk.create("/admin/delete_topics/t", b"")
     assert store.deletion_markers() == ["t"]
