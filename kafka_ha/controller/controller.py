@@ -99,6 +99,9 @@ class KafkaController:
     def _watch(self, event: object) -> Callable:
         return lambda _watched_event: self.loop.put(event)
 
+    def _watch_assignment(self, topic: str) -> Callable:
+        return self._watch(ev.PartitionModifications(topic))
+
     def read_admin_request(self, path: str, decode: Callable, event: object, what: str):
         """An admin request znode's value (None if absent), with its watch (which queues
         ``event``) re-armed.
@@ -195,7 +198,7 @@ class KafkaController:
         # change between the read and the watch goes unnoticed.
         ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         topics = self.store.topics(watch=self._watch(ev.TopicChange()))
-        self._load_topics(ctx, topics)
+        term.load_topics(topics, self._watch_assignment)
         # Everything is re-read and sent below, so pending ISR notifications are
         # stale: drop them (Kafka 2.x does the same on failover).
         for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
@@ -242,36 +245,6 @@ class KafkaController:
             batch = term.new_batch()
             self._bring_online(term, [], offline, batch)
             batch.send(term.channel)
-
-    def _load_topics(self, ctx: ControllerContext, topics: list[str]) -> list[TopicPartition]:
-        """Read assignments, configs and states of these topics into the context."""
-        assignments = self.store.topic_assignments(
-            topics, watch_for=lambda t: self._watch(ev.PartitionModifications(t)))
-        configs = self.store.topic_configs(t for t, a in assignments.items() if a is not None)
-        added = []
-        for topic, assignment in assignments.items():
-            if assignment is None:
-                continue
-            ctx.topic_configs[topic] = configs.get(topic, {})
-            for p, replicas in assignment.partitions.items():
-                tp = TopicPartition(topic, p)
-                if tp not in ctx.assignments:
-                    ctx.set_assignment(tp, replicas)
-                    added.append(tp)
-        self._load_states(ctx, added)
-        return added
-
-    def _load_states(self, ctx: ControllerContext, partitions: list[TopicPartition]) -> None:
-        for tp, stored in self.store.partition_states(partitions).items():
-            if stored is None:
-                continue  # New: the state is created when a replica is live
-            problem = (str(stored) if isinstance(stored, MalformedZnode)
-                       else election.validate_against_assignment(stored, ctx.assignments[tp]))
-            if problem:
-                log.error("Skipping partition %s: its state znode is unusable: %s", tp, problem)
-                ctx.unusable.add(tp)
-                continue
-            ctx.states[tp] = stored
 
     # ---- partition state changes ----------------------------------------
 
@@ -325,7 +298,7 @@ class KafkaController:
         if ctx.unusable:
             # Give hand-edited state znodes another look: an operator may have fixed them.
             retry, ctx.unusable = list(ctx.unusable), set()
-            self._load_states(ctx, retry)
+            term.load_states(retry)
         term.channel.set_brokers(current)
         if dead or bounced:
             self._on_broker_failure(term, dead | bounced)
@@ -376,7 +349,7 @@ class KafkaController:
         paths = self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification()))
         changed = self.store.read_isr_change_notifications(paths)
         known = [tp for tp in changed if tp in ctx.assignments]
-        self._load_states(ctx, known)
+        term.load_states(known)
         batch = term.new_batch()
         batch.add_update_metadata(ctx.live_brokers, [
             PartitionStateInfo.of(tp, ctx.states[tp], ctx.assignments[tp])
@@ -399,12 +372,12 @@ class KafkaController:
             ctx.remove_topic(topic)
         created = sorted(topics - ctx.topics)
         if created:
-            self._on_new_partitions(term, self._load_topics(ctx, created))
+            self._on_new_partitions(term, term.load_topics(created, self._watch_assignment))
 
     def _on_partition_modifications(self, term: ControllerTerm, event: ev.PartitionModifications) -> None:
         if event.topic not in term.ctx.topics:
             return  # deleted meanwhile; the topic-change handler owns that
-        added = self._load_topics(term.ctx, [event.topic])
+        added = term.load_topics([event.topic], self._watch_assignment)
         if added:
             log.info("Partitions added to topic %s: %s", event.topic, [tp.partition for tp in added])
             self._on_new_partitions(term, added)
