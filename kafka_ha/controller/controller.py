@@ -27,9 +27,10 @@ from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.controller.topic_deletion import TopicDeletion
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
-from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Election
+from kafka_ha.zk.controller_store import ControllerStore, Election
 from kafka_ha.zk.errors import MalformedZnode, ZkSessionExpired
 from kafka_ha.zk.mapped_client import SessionState
+from kafka_ha.zk.state_writes import ControllerMoved
 
 log = logging.getLogger("kafka_ha.controller")
 

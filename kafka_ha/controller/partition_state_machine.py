@@ -17,8 +17,9 @@ from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.state_change_log import StateChangeBatch
-from kafka_ha.zk.controller_store import MULTI_CHUNK, ControllerMoved, ControllerStore
+from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.state_writes import MULTI_CHUNK, ControllerMoved
 
 log = logging.getLogger("kafka_ha.controller")
 

@@ -19,9 +19,10 @@ from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Election
+from kafka_ha.zk.controller_store import ControllerStore, Election
 from kafka_ha.zk.errors import MalformedZnode, ZkNoNode
 from kafka_ha.zk.schemas import validate_znode
+from kafka_ha.zk.state_writes import ControllerMoved
 from tests.harness.cluster import wait_until
 from tests.harness.fake_controller_store import (FakeControllerStore, deregister_broker,
                                                  prepare_namespace, read_state, register_broker,

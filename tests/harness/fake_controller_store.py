@@ -33,10 +33,11 @@ from kazoo.exceptions import NoNodeError
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.controller_store import ControllerMoved, Election, WriteResult
+from kafka_ha.zk.controller_store import Election
 from kafka_ha.zk.errors import (MalformedZnode, ZkBadVersion, ZkNodeExists, ZkNoNode, ZkRolledBack,
                                 error_text, translated, translated_error)
 from kafka_ha.zk.mapped_client import SessionState
+from kafka_ha.zk.state_writes import ControllerMoved, WriteResult
 from tests.harness.fake_zookeeper import FakeZkClient
 
 log = logging.getLogger("kafka_ha.controller")

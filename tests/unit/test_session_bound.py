@@ -16,11 +16,12 @@ from kafka_ha.controller.controller import KafkaController
 from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
-from kafka_ha.zk.controller_store import ControllerStore, WriteResult
+from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import (ZkBadVersion, ZkConnectionLost, ZkNodeExists, ZkRolledBack,
                                 ZkSessionExpired)
 from kafka_ha.zk.mapped_client import SessionState
 from kafka_ha.zk.session_bound import SessionBoundClient
+from kafka_ha.zk.state_writes import WriteResult
 
 SESSION = 0x1234
 
