@@ -88,7 +88,7 @@ class Key:
     minimum: int | None = None
 
 
-# Kafka 0.8.2 names and defaults (reference/controller.md §17), except where a
+# Kafka 0.8.2 names and defaults (its server/KafkaConfig.scala), except where a
 # later Kafka changed a default for safety: unclean election is off (0.11+,
 # KIP-106) and topic deletion is on (1.0+).
 KEYS: tuple[Key, ...] = (

@@ -1,6 +1,7 @@
 """Pure replica-assignment rules for creating topics and adding partitions.
 
-The seed's round robin (controller.md §1): over the sorted brokers, partition
+Kafka's round robin (AdminUtils.assignReplicasToBrokers with a fixed start and no
+shift; docs/design.md §7): over the sorted brokers, partition
 i's replica j goes to broker ``(i + j) mod n``; the first replica is the
 preferred leader.
 """

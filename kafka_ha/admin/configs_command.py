@@ -4,7 +4,7 @@ Talks only to ZooKeeper: ``--alter`` rewrites ``/config/topics/<t>``
 (overrides only, string values) and then creates a
 ``/config/changes/config_change_<seq>`` notification in the 0.10.1+ form, so
 brokers re-read the topic's config.  Messages are the 0.10.1+ ones
-(cli-conventions.md §4).  Only ``--entity-type topics`` is supported: this
+(Kafka's ConfigCommand).  Only ``--entity-type topics`` is supported: this
 project has no client, user or broker dynamic configs.
 
 Differences from Kafka: errors print ``Error while executing config command

@@ -3,7 +3,7 @@
 Like Kafka's PreferredReplicaLeaderElectionCommand (0.8.2) it only writes
 ``/admin/preferred_replica_election`` (existing partitions only); the
 controller elects the head of each assignment and deletes the node.  Output
-follows cli-conventions.md §3.
+follows Kafka 0.8.2's PreferredReplicaLeaderElectionCommand.
 
 Differences from Kafka: failures exit 1 (Kafka exits 0), the cause is printed
 as one line instead of a stack trace, ``Skipping ...`` lines go to stderr

@@ -3,7 +3,7 @@
 Like Kafka's ReassignPartitionsCommand (0.8.2) it talks only to ZooKeeper:
 ``--execute`` writes ``/admin/reassign_partitions`` and the controller moves
 the replicas, rewrites ``/brokers/topics/<t>`` and removes each finished
-partition from the request.  Output follows cli-conventions.md §2 byte for
+partition from the request.  Output follows Kafka 0.8.2's ReassignPartitionsCommand byte for
 byte, because callers match it with loose patterns.
 
 Differences from Kafka, all additive or about exit codes:

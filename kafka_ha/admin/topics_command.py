@@ -1,9 +1,9 @@
 """``kafka-topics.sh``: create, list, describe, alter and delete topics in ZooKeeper.
 
 Like Kafka's TopicCommand it talks only to ZooKeeper: it writes the intent
-(``/config/topics/<t>`` first, then ``/brokers/topics/<t>``) and the
-controller does the rest.  Output strings follow cli-conventions.md §1 byte
-for byte, because scripts parse them.
+(``/config/topics/<t>`` and ``/brokers/topics/<t>`` in one multi) and the
+controller does the rest.  Output strings follow Kafka 0.8.2-2.3's
+TopicCommand byte for byte, because scripts parse them.
 """
 from __future__ import annotations
 

@@ -75,9 +75,11 @@ def _state_problem(entry: dict[str, Any]) -> str | None:
 
 
 def _broker_problem(broker: dict[str, Any]) -> str | None:
-    addresses = broker.get("endpoints") or [broker]
+    addresses = broker["endpoints"] if "endpoints" in broker else [broker]   # v1+ : v0
     if broker["id"] < 0:
         return f"broker id {broker['id']} is negative"
+    if not addresses:
+        return f"broker {broker['id']} has no endpoint"
     for a in addresses:
         if not 0 <= a["port"] <= 65535:
             return f"broker {broker['id']}: port {a['port']} is out of range"

@@ -32,6 +32,7 @@ VALID_ACKS = (-1, 0, 1)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
 DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
+DOWN_CONVERT_MAX_BYTES = 1 << 19     # most stored bytes one answer to a Fetch v0-3 reader converts
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
@@ -174,6 +175,11 @@ class DataPlane:
         # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,
         # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
         max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
+        if version < MODERN_FETCH_VERSION and replica_id < 0:
+            # What an old reader gets is converted record by record in Python, on the
+            # loop: its answer is kept small enough that one conversion is a short
+            # stall.  Any fetch may return less than asked; the reader fetches again.
+            max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
         deadline = time.monotonic() + request["max_wait_ms"] / 1000
         up_to_leo = reads_up_to_leo(replica_id)
         while True:
@@ -239,7 +245,7 @@ class DataPlane:
         is an error for that partition, not a gigabyte of memory.
         """
         total = 0
-        for (tp, entry), (_, offset, partition_max) in zip(entries, wanted):
+        for (tp, entry), (_, offset, partition_max) in yielding(zip(entries, wanted)):
             data = entry["records"]
             if not data:
                 continue

@@ -1,8 +1,12 @@
 """What a broker knows of the cluster, from the controller's UpdateMetadata requests.
 
-Serves Metadata requests with 0.8.2's semantics (wire-protocol.md §4): a dead
+Serves Metadata requests with 0.8.2's semantics (its ``MetadataCache.scala``): a dead
 leader gives LEADER_NOT_AVAILABLE with leader -1; a dead replica or ISR member
 gives REPLICA_NOT_AVAILABLE and only live brokers are listed.
+
+A partition announced with leader -2 (its topic is being deleted) leaves the
+metadata and is remembered as being deleted until the controller publishes it
+again, which it does only for a topic created anew under the same name.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class MetadataCache:
         self.controller_epoch = 0
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
+        self._being_deleted: set[TopicPartition] = set()
 
     def update(self, request: dict[str, Any], version: int, correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
@@ -38,16 +43,22 @@ class MetadataCache:
         for entry in request["partition_states"]:
             s = from_wire(entry)
             if s.leader == LEADER_DURING_DELETE:
+                self._being_deleted.add(s.tp)
                 self.partitions.get(s.tp.topic, {}).pop(s.tp.partition, None)
                 if not self.partitions.get(s.tp.topic):
                     self.partitions.pop(s.tp.topic, None)
             else:
+                self._being_deleted.discard(s.tp)
                 self.partitions.setdefault(s.tp.topic, {})[s.tp.partition] = s
         state_change.debug("Broker %d cached UpdateMetadata correlation id %d from controller %d "
                            "epoch %d: %d partitions, live brokers %s", self.broker_id,
                            correlation_id, controller, epoch, len(request["partition_states"]),
                            sorted(self.brokers))
         return {"error_code": ErrorCode.NONE}
+
+    def being_deleted(self, tp: TopicPartition) -> bool:
+        """Announced with leader -2 and not published again since."""
+        return tp in self._being_deleted
 
     def partition(self, tp: TopicPartition) -> PartitionStateInfo | None:
         return self.partitions.get(tp.topic, {}).get(tp.partition)

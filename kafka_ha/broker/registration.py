@@ -4,9 +4,14 @@ Runs at start-up and again on every new ZooKeeper session.  The cases that
 bit Kafka (znodes.md §3):
 - the node exists and our *current* session owns it: success (KAFKA-1387);
 - it is owned by one of our *previous* sessions: delete it and retry (KAFKA-7165);
-- it carries our own host and port but another session: most likely this
-  broker's previous process, killed before its session expired; wait for the
-  session to expire rather than fail (Kafka would refuse to start);
+- it carries our own host and port, another session, and was written before
+  this process started: it is this broker's previous process, killed before its
+  session expired (this process listens on that address now, so no other live
+  broker serves it).  Delete it and register at once: waiting out the session
+  (Kafka would refuse to start instead) kept a restarted broker unregistered for a
+  whole session timeout, answering every client with UNKNOWN_TOPIC_OR_PARTITION;
+- our own host and port, but written since this process started: another process
+  of this broker; wait for its session to expire rather than fail;
 - anything else is a second broker with the same id: refuse.
 
 The registration is watched while the session lives: if someone deletes it
@@ -46,6 +51,9 @@ class BrokerRegistration:
         self.info = info
         self.session_timeout_s = session_timeout_ms / 1000
         self._our_sessions: set[int] = set()
+        # Our address is bound before this is made (server start-up order), so a
+        # registration with our address from before this moment is a dead process's.
+        self._started_ms = now_ms()
         self._watched_in: int | None = None   # the session whose registration we watch
         self.path = zn.BrokerIdZNode.path(info.broker_id)
         store.on_connected(self._on_connected)
@@ -83,10 +91,13 @@ class BrokerRegistration:
                 return
             if owner in self._our_sessions:
                 log.info("Deleting the registration left by our previous session 0x%x", owner)
-                try:
-                    self.store.delete_registration(self.info.broker_id, existing.version)
-                except (ZkNoNode, ZkBadVersion):
-                    pass
+                self._delete_stale(existing.version)
+                continue
+            if self._left_by_previous_process(existing):
+                log.info("Deleting the registration left by the previous process of broker %d "
+                         "(session 0x%x), killed before its session expired", self.info.broker_id,
+                         owner)
+                self._delete_stale(existing.version)
                 continue
             if not self._looks_like_us(existing) or time.monotonic() > deadline:
                 raise DuplicateBrokerId(
@@ -99,6 +110,12 @@ class BrokerRegistration:
             gone = Event()
             if self.store.watch_registration(self.info.broker_id, lambda _e: gone.set()):
                 gone.wait(timeout=1.0)
+
+    def _delete_stale(self, version: int) -> None:
+        try:
+            self.store.delete_registration(self.info.broker_id, version)
+        except (ZkNoNode, ZkBadVersion):
+            pass   # gone or replaced meanwhile: the next round looks again
 
     # ---- the registration deleted under a live session ----------------------
 
@@ -148,3 +165,6 @@ class BrokerRegistration:
     def _looks_like_us(self, existing: Registration) -> bool:
         other = existing.info  # None if malformed: not ours
         return other is not None and (other.host, other.port) == (self.info.host, self.info.port)
+
+    def _left_by_previous_process(self, existing: Registration) -> bool:
+        return self._looks_like_us(existing) and existing.info.timestamp_ms < self._started_ms

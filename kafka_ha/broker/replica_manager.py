@@ -3,6 +3,10 @@
 Fencing: a request from a lower controller epoch than the
 highest seen is refused whole with STALE_CONTROLLER_EPOCH; a partition entry
 is applied only if its leader epoch is newer than the one this broker holds.
+A partition whose topic is being deleted gets no LeaderAndIsr: a late one must
+not create again a log that StopReplica(delete) removed.  LeaderAndIsr and
+StopReplica are applied one at a time (Kafka's replicaStateChangeLock), so one
+that yields halfway cannot interleave with the other.
 Every transition is written to the state-change log as requested (by the
 controller), received and completed (here), the lifecycle of seed 002.
 """
@@ -15,6 +19,7 @@ import time
 from typing import Any, Callable
 
 import gevent
+from gevent.lock import BoundedSemaphore
 
 from kafka_ha.broker import storage_failure
 from kafka_ha.broker.cooperative import yield_to_io
@@ -51,7 +56,10 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, log_manager, isr_writer: IsrWriter | None,
                  min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
-                 halt: Halt = storage_failure.halt) -> None:
+                 halt: Halt = storage_failure.halt, *,
+                 being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False) -> None:
+        """``being_deleted(tp)``: the controller announced tp's topic as being deleted
+        (``MetadataCache.being_deleted``); without metadata nothing is."""
         self.config = config
         self._halt = halt
         self.broker_id = config.broker_id
@@ -60,6 +68,8 @@ class ReplicaManager:
         self._min_isr_for = min_isr_for
         self._log_config_for = log_config_for
         self._endpoint_of = endpoint_of
+        self._being_deleted = being_deleted
+        self._state_change_lock = BoundedSemaphore(1)
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -181,6 +191,10 @@ class ReplicaManager:
         return False
 
     def leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
+        with self._state_change_lock:
+            return self._leader_and_isr(request, correlation_id)
+
+    def _leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
         if self._stale("LeaderAndIsr", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
@@ -215,6 +229,10 @@ class ReplicaManager:
             lines.warning(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
                           f"partition {s.tp} as itself is not in assigned replica list "
                           f"{list(s.replicas)}")
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if self._being_deleted(s.tp):
+            lines.warning(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
+                          f"partition {s.tp} since its topic is being deleted")
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         current = self.partitions.get(s.tp)
         if current is not None and s.leader_epoch <= current.leader_epoch:
@@ -292,6 +310,10 @@ class ReplicaManager:
                 del self.fetchers[leader]
 
     def stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
+        with self._state_change_lock:
+            return self._stop_replica(request, correlation_id)
+
+    def _stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
         if self._stale("StopReplica", controller, epoch, correlation_id):
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}

@@ -1,7 +1,7 @@
 """Pure replication decisions a leader makes: high watermark, ISR shrink and expand.
 
 No I/O and no clock: the caller passes ``now_ms`` and the followers' fetch
-state, so these are table-testable (seed 001's T1-T10 timeline is one).
+state, so these are table-testable (the T1-T10 timeline of docs/design.md §6.1 is one).
 """
 from __future__ import annotations
 

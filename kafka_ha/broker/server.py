@@ -70,7 +70,8 @@ class KafkaServer:
         self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
-                                              self._endpoint_of)
+                                              self._endpoint_of,
+                                              being_deleted=self.metadata.being_deleted)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),

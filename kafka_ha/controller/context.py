@@ -65,6 +65,17 @@ class ControllerContext:
             self.reassignments.pop(tp, None)
         self.topic_configs.pop(topic, None)
 
+    def outside_deletion(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """These partitions less those of topics being deleted.
+
+        A topic being deleted takes part in no election and gets no LeaderAndIsr: one
+        that reaches a broker after its StopReplica(delete) would create the deleted
+        log again, and nothing would remove it once the deletion has completed.
+        """
+        if not self.deleting_topics:
+            return list(partitions)
+        return [tp for tp in partitions if tp.topic not in self.deleting_topics]
+
     def partitions_of(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in sorted(self._by_topic.get(topic, ()))]
 

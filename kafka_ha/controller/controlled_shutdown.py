@@ -29,7 +29,8 @@ def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest)
         event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
         return
     ctx.shutting_down.add(broker)
-    replicated = [tp for tp in ctx.replicas_on({broker})
+    # Partitions of topics being deleted are left alone: no election for them.
+    replicated = [tp for tp in ctx.outside_deletion(ctx.replicas_on({broker}))
                   if len(ctx.assignments[tp]) > 1 and tp in ctx.states]
     live, shutting = ctx.live_broker_ids, ctx.shutting_down
 

@@ -25,7 +25,7 @@ from kafka_ha.controller.leader_balancing import LeaderBalancing
 from kafka_ha.controller.reassignment import Reassignment
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.controller.term import ControllerTerm
-from kafka_ha.controller.topic_deletion import TopicDeletion
+from kafka_ha.controller.topic_deletion import TopicDeletion, state_during_delete
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.zk.controller_store import ControllerStore, Election
 from kafka_ha.zk.errors import MalformedZnode, ZkSessionExpired
@@ -164,6 +164,9 @@ class KafkaController:
 
     def _elect(self) -> None:
         controller = self.store.controller_id(watch=self._watch(ev.ControllerChange()))
+        if controller == self.broker_id and not self.active and \
+                self.store.delete_controller_of_previous_process():
+            controller = None   # elect now, not when that process's session expires
         if controller is not None:
             if controller != self.broker_id and self.active:
                 self._resign(f"broker {controller} is the controller now", touch_zk=False)
@@ -200,6 +203,7 @@ class KafkaController:
         ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         topics = self.store.topics(watch=self._watch(ev.TopicChange()))
         term.load_topics(topics, self._watch_assignment)
+        self.deletion.load_markers(term)  # before anything is sent: see outside_deletion
         # Everything is re-read and sent below, so pending ISR notifications are
         # stale: drop them (Kafka 2.x does the same on failover).
         for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
@@ -209,18 +213,18 @@ class KafkaController:
         batch = term.new_batch()
         # UpdateMetadata goes out before any LeaderAndIsr so brokers know the
         # live set first (Kafka 2.x); a batch sends its UpdateMetadata first.
-        batch.add_update_metadata(ctx.live_brokers, self._all_partition_infos(ctx))
+        batch.add_update_metadata(ctx.live_brokers, self._all_partition_infos(term))
         # Brokers that died while there was no controller: their partitions
         # are elected and their replicas leave the ISRs now.
         self._bring_online(term, ctx.new_partitions(), ctx.partitions_with_dead_members(), batch)
-        for tp, state in ctx.states.items():
+        for tp in ctx.outside_deletion(ctx.states):
             replicas = ctx.assignments[tp]
-            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
+            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, ctx.states[tp], replicas))
         batch.send(term.channel)
         # Then the admin work a previous controller may have left: reassignments,
         # deletions and preferred elections, in Kafka 2.x's order.
         self.reassignment.on_request(term)
-        self.deletion.on_markers(term)
+        self.deletion.resume(term)
         self.balancing.on_request(term)
         if self.config["auto.leader.rebalance.enable"]:
             interval = self.config["leader.imbalance.check.interval.seconds"]
@@ -254,14 +258,18 @@ class KafkaController:
                                   ctx.topic_configs.get(topic, {}), self.config))
 
     @staticmethod
-    def _all_partition_infos(ctx: ControllerContext) -> list[PartitionStateInfo]:
-        return [PartitionStateInfo.of(tp, s, ctx.assignments[tp]) for tp, s in ctx.states.items()]
+    def _all_partition_infos(term: ControllerTerm) -> list[PartitionStateInfo]:
+        """For UpdateMetadata; topics being deleted with leader -2, so brokers drop them (Kafka 2.x)."""
+        ctx = term.ctx
+        return [state_during_delete(term, tp) if tp.topic in ctx.deleting_topics
+                else PartitionStateInfo.of(tp, s, ctx.assignments[tp]) for tp, s in ctx.states.items()]
 
     def _bring_online(self, term: ControllerTerm, new: list[TopicPartition],
                       offline: list[TopicPartition], batch: RequestBatch) -> None:
-        """Create states of new partitions and elect leaders for offline ones."""
+        """Create states of new partitions and elect leaders for offline ones (not being deleted)."""
         ctx = term.ctx
-        new = [tp for tp in new if tp not in ctx.unusable]
+        new = [tp for tp in ctx.outside_deletion(new) if tp not in ctx.unusable]
+        offline = ctx.outside_deletion(offline)
         if new:
             term.psm.create(new, batch)
             offline = list(dict.fromkeys(offline + ctx.offline_partitions(new)))
@@ -312,7 +320,9 @@ class KafkaController:
     def _on_broker_failure(self, term: ControllerTerm, dead: set[int]) -> None:
         started = time.monotonic()
         ctx = term.ctx
-        affected = sorted(ctx.replicas_on(dead))
+        # Topics being deleted keep their states: a new one would send LeaderAndIsr to
+        # brokers that deleted the logs already (TopicDeletion.on_broker_failure waits).
+        affected = sorted(ctx.outside_deletion(ctx.replicas_on(dead)))
         live = ctx.live_broker_ids - dead
         batch = term.new_batch()
         batch.live_brokers = {b: i for b, i in ctx.live_brokers.items() if b not in dead}
@@ -331,10 +341,11 @@ class KafkaController:
     def _on_broker_startup(self, term: ControllerTerm, new: set[int]) -> None:
         ctx = term.ctx
         batch = term.new_batch()
-        batch.add_update_metadata(new, self._all_partition_infos(ctx))
+        batch.add_update_metadata(new, self._all_partition_infos(term))
         batch.add_update_metadata(set(ctx.live_brokers) - new, [])
-        # Their replicas go online: each new broker learns its current role.
-        for tp in ctx.replicas_on(new):
+        # Their replicas go online: each new broker learns its current role (those of
+        # topics being deleted get StopReplica from deletion.resume() instead).
+        for tp in ctx.outside_deletion(ctx.replicas_on(new)):
             state = ctx.states.get(tp)
             if state is not None:
                 replicas = ctx.assignments[tp]
@@ -354,7 +365,7 @@ class KafkaController:
         batch = term.new_batch()
         batch.add_update_metadata(ctx.live_brokers, [
             PartitionStateInfo.of(tp, ctx.states[tp], ctx.assignments[tp])
-            for tp in known if tp in ctx.states])
+            for tp in ctx.outside_deletion(known) if tp in ctx.states])
         batch.send(term.channel)
         for path in paths:
             self.store.fenced_delete(path)
@@ -378,6 +389,9 @@ class KafkaController:
     def _on_partition_modifications(self, term: ControllerTerm, event: ev.PartitionModifications) -> None:
         if event.topic not in term.ctx.topics:
             return  # deleted meanwhile; the topic-change handler owns that
+        if event.topic in term.ctx.deleting_topics:
+            log.info("Not adding partitions to topic %s: it is being deleted", event.topic)
+            return
         added = term.load_topics([event.topic], self._watch_assignment)
         if added:
             log.info("Partitions added to topic %s: %s", event.topic, [tp.partition for tp in added])

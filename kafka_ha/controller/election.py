@@ -1,11 +1,25 @@
 """Pure leader-election and ISR decisions (no ZooKeeper, no sockets, no clock).
 
-Every function takes the partition's current ``LeaderAndIsr``, its assigned
-replicas in preference order and the set of live brokers, and returns the new
-``LeaderAndIsr`` (with ``leader_epoch`` bumped) or ``None`` when nothing needs
-to change.  The controller writes the result with a conditional write; on a
-version conflict it re-reads and calls the same function again, so these must
-stay free of side effects.
+The controller's whole policy for a partition's leader and ISR, as functions of
+plain values: the current ``LeaderAndIsr``, the assigned replicas in preference
+order (the first is the preferred leader), the live brokers and the epoch of the
+controller deciding.
+
+- ``initial_state`` gives a new partition's first state (leader epoch 0), or
+  None while none of its replicas is live.
+- ``on_brokers_changed`` (``remove_from_isr`` while the leader lives,
+  ``offline_election`` once it is gone), ``preferred_election``,
+  ``controlled_shutdown_election`` and ``reassignment_election`` return an
+  ``Outcome``: the new ``LeaderAndIsr`` (leader epoch + 1, stamped with the
+  deciding controller's epoch, ``zk_version`` left for the caller to set) or
+  None when nothing changes, the one-line reason the state-change log shows,
+  and whether the election was unclean.
+- ``validate_against_assignment`` says why a stored state cannot belong to an
+  assignment, or returns None.
+
+The controller writes each decision conditionally on the version of the state
+it decided from; on a version conflict it re-reads and calls the same function
+again, so these must stay free of side effects.
 
 >>> cur = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1, 2, 3), controller_epoch=2)
 >>> offline_election(cur, (1, 2, 3), live={2, 3}, unclean=False, controller_epoch=3).decision

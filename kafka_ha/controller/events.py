@@ -64,11 +64,16 @@ class PartitionReassignment:
 
 @dataclass(frozen=True)
 class StopReplicaResult:
-    """A broker answered StopReplica(delete) for a topic being deleted."""
+    """A broker answered StopReplica(delete) for a topic being deleted.
+
+    ``controller_epoch`` is that of the term which sent the request: an answer that
+    outlives its term is ignored.
+    """
 
     topic: str
     broker: int
     response: Any
+    controller_epoch: int
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,14 @@ assignment last but one and the marker last.  A replica on a dead broker
 makes the topic wait until that broker returns (on broker start-up the
 deletion resumes).  A topic under reassignment is not deleted until that ends.
 
+Until it is gone, a topic being deleted takes part in no election and gets no
+LeaderAndIsr (``ControllerContext.outside_deletion``), and every UpdateMetadata
+announces its partitions with leader -2 (``state_during_delete``).
+
 What waits for StopReplica answers belongs to the controller term that sent the
-requests: a controller elected again sends its own.
+requests (``ControllerTerm.deletions_waiting``): a controller that resigns and
+is elected again restarts every deletion, and answers to an earlier term's
+requests are ignored.
 """
 from __future__ import annotations
 
@@ -26,6 +32,12 @@ from kafka_ha.zk.controller_store import ControllerStore
 log = logging.getLogger("kafka_ha.controller")
 
 
+def state_during_delete(term: ControllerTerm, tp: TopicPartition) -> PartitionStateInfo:
+    """How UpdateMetadata announces a partition of a topic being deleted: brokers drop it."""
+    return PartitionStateInfo(tp, term.epoch, LEADER_DURING_DELETE, -1, (), -1,
+                              term.ctx.assignments[tp])
+
+
 class TopicDeletion:
     def __init__(self, store: ControllerStore, config: BrokerConfig,
                  watch_markers: Callable[[], Callable], enqueue: Callable[[object], None]) -> None:
@@ -37,6 +49,11 @@ class TopicDeletion:
         self._enqueue = enqueue
 
     def on_markers(self, term: ControllerTerm, _event: object = None) -> None:
+        self.load_markers(term)
+        self.resume(term)
+
+    def load_markers(self, term: ControllerTerm) -> None:
+        """Read the deletion markers (re-arming their watch) into the term's topics being deleted."""
         ctx = term.ctx
         markers = set(self.store.deletion_markers(watch=self._watch_markers()))
         for topic in sorted(markers - ctx.deleting_topics):
@@ -50,7 +67,6 @@ class TopicDeletion:
             else:
                 log.info("Topic %s is marked for deletion", topic)
                 ctx.deleting_topics.add(topic)
-        self.resume(term)
 
     def resume(self, term: ControllerTerm) -> None:
         """Start (or restart) every deletion whose replicas are all on live brokers."""
@@ -73,18 +89,22 @@ class TopicDeletion:
                replicas: set[int]) -> None:
         ctx = term.ctx
         batch = term.new_batch()
-        batch.add_update_metadata(ctx.live_brokers, [
-            PartitionStateInfo(tp, term.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
-            for tp in partitions])
+        batch.add_update_metadata(ctx.live_brokers, [state_during_delete(term, tp) for tp in partitions])
         for tp in partitions:
             batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
         term.deletions_waiting[topic] = set(replicas)
         batch.send(term.channel, on_stop_replica=lambda broker, response: self._enqueue(
-            ev.StopReplicaResult(topic, broker, response)))
+            ev.StopReplicaResult(topic, broker, response, term.epoch)))
         log.info("Deletion of topic %s started: StopReplica(delete) sent to brokers %s", topic,
                  sorted(replicas))
 
     def on_stop_replica_result(self, term: ControllerTerm, event: ev.StopReplicaResult) -> None:
+        if event.controller_epoch != term.epoch:
+            # Queued before this controller resigned: the new term sends its own requests.
+            log.info("Ignoring the StopReplica answer of broker %d for topic %s from controller "
+                     "epoch %d; the current epoch is %d", event.broker, event.topic,
+                     event.controller_epoch, term.epoch)
+            return
         waiting = term.deletions_waiting.get(event.topic)
         if waiting is None:
             return

@@ -1,9 +1,10 @@
 """API keys and the request/response body schema of every supported version.
 
-Layouts follow wire-protocol.md §3-§9 field for field (names in snake_case as
-there).  ``records`` fields stay opaque ``NULLABLE_BYTES``: the record formats
-are decoded elsewhere.  None of these versions is flexible, so every response
-uses header v0 and every request header v1 except ControlledShutdown v0.
+Layouts follow Kafka's message definitions field for field (snake_case names as
+in its ``common/message/*.json``).  ``records`` fields stay opaque
+``NULLABLE_BYTES``: the record formats are decoded elsewhere.  None of these
+versions is flexible, so every response uses header v0 and every request header
+v1 except ControlledShutdown v0.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _define(key: ApiKey, versions: range, request: Struct, response: Struct) -> 
         RESPONSE_SCHEMAS[(key, version)] = response
 
 
-# -- ApiVersions (18), §3 -----------------------------------------------------
+# -- ApiVersions (18) ---------------------------------------------------------
 
 _API_VERSION_RANGE = Struct(("api_key", INT16), ("min_version", INT16), ("max_version", INT16))
 _API_VERSIONS_V0 = Struct(("error_code", INT16), ("api_keys", Array(_API_VERSION_RANGE)))
@@ -49,7 +50,7 @@ _define(ApiKey.API_VERSIONS, range(0, 1), Struct(), _API_VERSIONS_V0)
 _define(ApiKey.API_VERSIONS, range(1, 3), Struct(), Struct(
     *_API_VERSIONS_V0.fields, ("throttle_time_ms", INT32)))
 
-# -- Metadata (3), §4 ---------------------------------------------------------
+# -- Metadata (3) -------------------------------------------------------------
 
 
 def _metadata_response(v1: bool) -> Struct:
@@ -75,7 +76,7 @@ _define(ApiKey.METADATA, range(0, 1), Struct(("topics", Array(STRING))),
 _define(ApiKey.METADATA, range(1, 2), Struct(("topics", Array(STRING, nullable=True))),
         _metadata_response(v1=True))
 
-# -- Inter-broker requests (4-7, 23), §9 --------------------------------------
+# -- Inter-broker requests (4-7, 23) ------------------------------------------
 
 _TOPIC_PARTITION = Struct(("topic", STRING), ("partition", INT32))
 _PARTITION_STATE = Struct(
@@ -127,7 +128,7 @@ _define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(1, 2), _EPOCH_REQUEST,
                 ("error_code", INT16), ("partition", INT32), ("leader_epoch", INT32),
                 ("end_offset", INT64)))))))))
 
-# -- Produce (0), §5 ----------------------------------------------------------
+# -- Produce (0) --------------------------------------------------------------
 
 _PRODUCE_PARTITION = Struct(("index", INT32), ("records", NULLABLE_BYTES))
 _PRODUCE_REQUEST = Struct(
@@ -150,7 +151,7 @@ def _produce_response(version: int) -> Struct:
 for _v in range(0, 3):
     _define(ApiKey.PRODUCE, range(_v, _v + 1), _PRODUCE_REQUEST, _produce_response(_v))
 
-# -- Fetch (1), §6 ------------------------------------------------------------
+# -- Fetch (1) ----------------------------------------------------------------
 
 _FETCH_PARTITION = Struct(
     ("partition", INT32), ("fetch_offset", INT64), ("partition_max_bytes", INT32))
@@ -175,7 +176,7 @@ _define(ApiKey.FETCH, range(3, 4),
 # v4 (KIP-98) adds isolation_level (0 READ_UNCOMMITTED, 1 READ_COMMITTED) after
 # max_bytes, and per partition last_stable_offset and the nullable
 # aborted_transactions after high_watermark.  v4 readers get magic 2 data;
-# older ones get it down-converted (wire-protocol.md §6).
+# older ones get it down-converted (records/down_convert.py).
 _ABORTED_TRANSACTION = Struct(("producer_id", INT64), ("first_offset", INT64))
 _FETCH_V4_PREFIX = (*_FETCH_PREFIX, ("max_bytes", INT32), ("isolation_level", INT8))
 
@@ -208,7 +209,7 @@ _define(ApiKey.FETCH, range(7, 8),
                    ("topic", STRING), ("partitions", Array(INT32)))))),
         Struct(_THROTTLE, ("error_code", INT16), ("session_id", INT32), _fetched_v4(_LOG_START)))
 
-# -- ListOffsets (2), §7 ------------------------------------------------------
+# -- ListOffsets (2) ----------------------------------------------------------
 
 
 def _list_offsets(request_partition: Struct, response_partition: Struct) -> tuple:
@@ -228,7 +229,7 @@ _define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
     Struct(("partition_index", INT32), ("error_code", INT16),
            ("timestamp", INT64), ("offset", INT64))))
 
-# -- Group coordination subset (8-10), §8 -------------------------------------
+# -- Group coordination subset (8-10) -----------------------------------------
 
 _define(ApiKey.FIND_COORDINATOR, range(0, 1), Struct(("key", STRING)), Struct(
     ("error_code", INT16), ("node_id", INT32), ("host", STRING), ("port", INT32)))

@@ -1,8 +1,9 @@
 """Kafka protocol error codes and the exceptions that carry them.
 
-Names follow Kafka's ``Errors.java`` of the 0.10/0.11 era (wire-protocol.md
-§11); code 6 keeps its pre-2.6 name NOT_LEADER_FOR_PARTITION, and 13 is the
-0.10+ meaning (it was StaleLeaderEpoch in 0.8.x).
+Names follow Kafka's ``Errors.java`` of the 0.10/0.11 era (0.8.2's
+``ErrorMapping.scala`` before it); code 6 keeps its pre-2.6 name
+NOT_LEADER_FOR_PARTITION, and 13 is the 0.10+ meaning (it was StaleLeaderEpoch
+in 0.8.x).
 
 >>> ErrorCode(35).name
 'UNSUPPORTED_VERSION'

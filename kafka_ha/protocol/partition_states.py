@@ -1,6 +1,7 @@
 """The partition-state entries of LeaderAndIsr and UpdateMetadata, as model values.
 
-The same eight fields travel in both requests (wire-protocol.md §9); the
+The same eight fields travel in both requests (topic, partition, controller
+epoch, leader, leader epoch, ISR, zkVersion, replicas); the
 controller writes them with ``to_wire`` and brokers read them with ``from_wire``.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Everything is big-endian and signed except ``uint32`` (the legacy message CRC).
 Strings carry an i16 length, byte blobs and arrays an i32 length; -1 means null
-where the field is nullable (wire-protocol.md §1).
+where the field is nullable (Kafka's protocol guide, "Protocol Primitive Types").
 
 The reader never trusts a length prefix: a length that is negative (other than
 the null marker) or larger than the bytes left raises ``ProtocolError`` before

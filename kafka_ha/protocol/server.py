@@ -2,7 +2,7 @@
 
 One greenlet per connection reads a frame, calls the handler, writes the
 response, and only then reads the next frame.  That gives the ordering Kafka
-promises (responses in request order per connection, wire-protocol.md §1) even
+promises (on each connection, responses leave in the order of the requests) even
 when the handler blocks, e.g. on a long-polling Fetch, and it bounds memory to
 one request per connection (plus the frame reader's 16 KiB receive buffer,
 ``stream_io``).  Across connections, an optional :class:`RequestMemoryPool`

@@ -1,6 +1,6 @@
 """Down-conversion of fetched log data for readers of an older message format.
 
-Format promises (wire-protocol.md §6): Fetch v0/v1 readers get magic 0, v2/v3
+Format promises of the Fetch versions: Fetch v0/v1 readers get magic 0, v2/v3
 readers magic <= 1, v4+ readers magic 2.  The log stores v2 batches only
 (:mod:`.convert`), so a consumer fetching with v0-v3 gets its data rewritten
 here, as Kafka's ``RecordsUtil.downConvert`` does.  Followers never come here:
@@ -17,7 +17,7 @@ Per entry of the fetched data, in log order:
 - a compressed batch becomes one compressed wrapper with the same codec
   holding all its records.  magic 1: inner offsets relative (0..n-1, gaps
   kept), wrapper offset = absolute last offset; magic 0: absolute inner
-  offsets (wire-protocol.md §10).  zstd has no legacy form:
+  offsets (Kafka never assigns magic 0 offsets in place).  zstd has no legacy form:
   :class:`UnsupportedCompressionError` (Kafka answers
   UNSUPPORTED_COMPRESSION_TYPE to such readers too);
 - keys, values and (magic 1) timestamps and the timestamp type are kept.  A
@@ -68,7 +68,7 @@ _NO_LIMIT = 1 << 62
 
 
 def magic_for_fetch_version(version: int) -> int:
-    """The highest magic a Fetch ``version`` reader understands (wire-protocol.md §6).
+    """The highest magic a Fetch ``version`` reader understands (Kafka's format promise).
 
     >>> [magic_for_fetch_version(v) for v in range(6)]
     [0, 0, 1, 1, 2, 2]

@@ -1,8 +1,8 @@
 """Byte layouts of Kafka log entries: magic 0/1 messages and v2 record batches.
 
 Every log entry, whatever its magic, starts ``offset i64, size i32`` and has
-its magic byte at byte 16, so one walker can branch on it (wire-protocol.md
-§10).  This module holds only constants, ``struct`` layouts and the two CRC
+its magic byte at byte 16, so one walker can branch on it (Kafka's
+``docs/implementation.html``).  This module holds only constants, ``struct`` layouts and the two CRC
 helpers; the parsing lives in :mod:`.shallow`.
 
 >>> LEGACY_PREFIX.size, V2_HEADER.size

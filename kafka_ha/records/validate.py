@@ -1,7 +1,7 @@
 """Validate produce and replication payloads and assign offsets (broker side).
 
 :func:`assign_offsets` is the leader's append path.  It follows the rewrite
-table of wire-protocol.md §10 (Kafka's ``LogValidator``): batches are opaque
+table below (Kafka's ``LogValidator``): batches are opaque
 except where the format forces work:
 
 ==================  ===============================================================

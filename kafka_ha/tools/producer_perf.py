@@ -3,7 +3,7 @@
 The 0.9+ ``org.apache.kafka.tools.ProducerPerformance``: ``--topic
 --num-records --record-size|--payload-file --throughput --producer-props``.
 Every 5 s a window line is printed, and at the end the summary line with
-percentiles, in Kafka's formats (cli-conventions.md §6).  Latency is measured
+percentiles, in Kafka's formats (its ProducerPerformance).  Latency is measured
 per record from ``send()`` to its acknowledgement, and sampled like Kafka's
 ``Stats`` (at most ~500 000 kept for the percentiles).
 """

@@ -4,7 +4,7 @@ These are the nodes that admin tools, other Kafka versions and third-party
 operators write as well as we do, so the decoders here are the most tolerant
 ones: ``version`` may be missing, keys may come in any order with spaces
 between them, and all three config-change notification formats are read
-(``shared/reference/znodes.md`` §2, §4).  Encoders still write exactly what
+(docs/design.md §5).  Encoders still write exactly what
 our Kafka versions write.  Same conventions as :mod:`kafka_ha.zk.znodes`.
 """
 from __future__ import annotations
@@ -134,7 +134,7 @@ class PreferredReplicaElectionZNode:
                ) -> list[TopicPartition]:
         """The partitions in file order; a partition named twice raises DuplicatePartitions."""
         obj = json_object(parse_json(data, path), path)
-        check_version(obj, path)  # optional: input files may omit it (znodes.md §4.5)
+        check_version(obj, path)  # optional: the tools' input files may omit it
         tps = [tp for tp, _ in _tp_entries(obj, path)]
         if twice := duplicates(tps):
             raise DuplicatePartitions(path, twice)

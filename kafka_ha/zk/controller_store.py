@@ -21,8 +21,8 @@ from kazoo.client import KazooClient
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import (MalformedZnode, ZkConnectionLost, ZkError, ZkNodeExists, ZkNoNode,
-                                translated)
+from kafka_ha.zk.errors import (MalformedZnode, ZkBadVersion, ZkConnectionLost, ZkError,
+                                ZkNodeExists, ZkNoNode, translated)
 from kafka_ha.zk.mapped_client import SessionState
 from kafka_ha.zk.session_bound import SessionBoundClient
 from kafka_ha.zk.state_writes import MULTI_CHUNK, FencedWrites
@@ -92,6 +92,25 @@ class ControllerStore(FencedWrites):
             self.zk.bind()  # the term lasts as long as this session
             return Election(True, self.broker_id, epoch + 1, self.epoch_zk_version)
         return self._after_failed_election(epoch + 1)
+
+    def delete_controller_of_previous_process(self) -> bool:
+        """Delete ``/controller`` if it names this broker under another session while this
+        session holds the broker's registration: only a previous process of this broker,
+        killed before its session expired, leaves that.  True if deleted."""
+        try:
+            data, stat = self.zk.get(zn.ControllerZNode.PATH)
+            owner = zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
+            _, registration = self.zk.get(zn.BrokerIdZNode.path(self.broker_id))
+            session = self.zk.session_id
+            if owner != self.broker_id or session in (stat.ephemeralOwner, None) \
+                    or registration.ephemeralOwner != session:
+                return False
+            self.zk.delete(zn.ControllerZNode.PATH, version=stat.version)
+        except (ZkNoNode, ZkBadVersion, MalformedZnode):
+            return False
+        log.info("Deleted /controller left by the previous process of broker %d (session 0x%x)",
+                 self.broker_id, stat.ephemeralOwner)
+        return True
 
     def _read_epoch(self) -> tuple[int, int]:
         try:

@@ -9,7 +9,7 @@ consumer codecs live in :mod:`kafka_ha.zk.admin_znodes`, which builds on the
 path constants and encoding helpers below (it imports this module, never the
 other way round).
 
-Writers are strict and readers are tolerant (``shared/reference/znodes.md``):
+Writers are strict and readers are tolerant (docs/design.md §5):
 encoders emit compact JSON in Kafka's key order so ``zkCli.sh get`` shows what
 a real broker would, while decoders parse JSON and accept any key order,
 whitespace and unknown keys, because other tools write these nodes too.  The

@@ -135,6 +135,21 @@ def test_the_next_election_after_a_resignation_bumps_the_epoch_again(backend):
     assert second.controller_id() == 2
 
 
+def test_the_controller_znode_of_this_brokers_previous_process_is_deleted(backend):
+    """A broker killed and started again at once: its previous process's session still
+    holds /controller; once the new process has registered, that znode is its to delete."""
+    elected(backend, 1)  # the previous process, killed: its session has not expired yet
+    other, _ = backend.store(2)
+    restarted, zk = backend.store(1)
+    assert restarted.delete_controller_of_previous_process() is False, "not registered yet"
+    register_broker(zk, 1)
+    assert other.delete_controller_of_previous_process() is False, "it names broker 1"
+    assert restarted.delete_controller_of_previous_process() is True
+    assert zk.exists("/controller") is None
+    assert restarted.try_elect().won
+    assert restarted.delete_controller_of_previous_process() is False, "its own session's"
+
+
 def test_controller_id_reports_missing_and_malformed_and_its_watch_fires_on_create(backend):
     store, zk = backend.store(1)
     watch = Recorder()

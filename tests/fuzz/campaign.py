@@ -10,11 +10,14 @@ a frame (slow clients), and meanwhile watches the brokers:
   connection; the slowest answer is the longest stall;
 - whether every broker process is still alive.
 
-It returns a ``Report``; ``check_invariants`` says what is wrong with it.  The
+Each connection carries one frame at a time, so a frame that makes the broker
+close the connection does not take unread frames with it.  It returns a
+``Report``; ``check_invariants`` says what is wrong with it.  The
 caller runs an acks=all producer beside it and judges that history itself.
 """
 from __future__ import annotations
 
+import selectors
 import socket
 import struct
 import threading
@@ -28,7 +31,8 @@ from kafka_ha.protocol.framing import decode_response, encode_request
 from kafka_ha.tools.processes import HOST, pid_alive
 from tests.fuzz.frames import FORGED_PREFIX, FrameMaker
 
-CONNECTIONS_PER_BROKER = 4
+CONNECTIONS_PER_BROKER = 32
+PARK_S = 0.3           # a frame unanswered for this long is left behind with its connection
 MAX_STALLED = 32
 PROBE_INTERVAL_S = 0.2
 MEMORY_BOUND = 512 * 1024 * 1024
@@ -42,6 +46,7 @@ class Report:
     kinds: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)       # answered / closed / send failed
     error_codes: Counter = field(default_factory=Counter)    # every error_code in decoded answers
+    parked: Counter = field(default_factory=Counter)         # frames left waiting, by kind and API
     peak_rss: dict = field(default_factory=dict)              # broker -> bytes
     longest_stall_s: float = 0.0
     dead: list = field(default_factory=list)
@@ -55,6 +60,7 @@ class Report:
                 "frames_per_second": round(self.frames_per_second),
                 "kinds": dict(self.kinds), "outcomes": dict(self.outcomes),
                 "error_codes": {str(k): v for k, v in sorted(self.error_codes.items())},
+                "parked": dict(self.parked.most_common(12)),
                 "peak_rss_mb": {b: round(v / 2**20) for b, v in self.peak_rss.items()},
                 "longest_stall_ms": round(self.longest_stall_s * 1000), "dead_brokers": self.dead}
 
@@ -81,6 +87,11 @@ def _rss(pid: int) -> int:
     return 0
 
 
+def _describe(frame) -> str:
+    api = ApiKey(frame.api_key).name if frame.api_key in ApiKey._value2member_map_ else frame.api_key
+    return f"{frame.kind} {api} v{frame.api_version}" if frame.api_key is not None else frame.kind
+
+
 def _collect_error_codes(value, into: Counter) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -94,74 +105,96 @@ def _collect_error_codes(value, into: Counter) -> None:
 
 
 class _Connection:
-    """One fuzzing connection: frames out, answers drained and decoded as they come."""
+    """One fuzzing connection with at most one frame in flight, so that every frame
+    reaches the broker: one that makes it close the connection costs only itself."""
 
-    def __init__(self, port: int, report: Report, lock: threading.Lock) -> None:
-        self.port, self.report, self.lock = port, report, lock
+    def __init__(self, port: int, report: Report, selector: selectors.BaseSelector) -> None:
+        self.port, self.report, self.selector = port, report, selector
         self.sock: socket.socket | None = None
         self.buffer = b""
-        self.waiting: dict[int, tuple[int, int]] = {}
+        self.pending = None          # the frame in flight
+        self.sent_at = 0.0
+
+    @property
+    def idle(self) -> bool:
+        return self.pending is None
 
     def send(self, frame) -> None:
         if self.sock is None:
-            self.sock = socket.create_connection((HOST, self.port), timeout=10)
+            try:
+                self.sock = socket.create_connection((HOST, self.port), timeout=10)
+            except OSError:       # a broker that no longer accepts: that is a finding
+                self.report.outcomes["connect failed"] += 1
+                return
             self.sock.setblocking(False)
-            self.buffer, self.waiting = b"", {}
-        if frame.correlation_id is not None:
-            self.waiting[frame.correlation_id] = (frame.api_key, frame.api_version)
+            self.selector.register(self.sock, selectors.EVENT_READ, self)
+            self.buffer = b""
         try:
-            self.sock.setblocking(True)
-            self.sock.settimeout(10)
-            self.sock.sendall(frame.data)
-            self.sock.setblocking(False)
+            sent = self.sock.send(frame.data)
+        except BlockingIOError:
+            sent = 0
         except OSError:
             self._lost("send failed")
             return
-        self.drain()
-
-    def drain(self) -> None:
-        while self.sock is not None:
+        if sent < len(frame.data):
+            # A large frame the broker does not take at once (the memory pool may
+            # hold it): finish it blocking, within a bound.
             try:
-                chunk = self.sock.recv(1 << 16)
-            except BlockingIOError:
-                break
+                self.sock.setblocking(True)
+                self.sock.settimeout(PARK_S)
+                self.sock.sendall(frame.data[sent:])
+                self.sock.setblocking(False)
             except OSError:
-                self._lost("closed")
+                self._lost("send failed")
                 return
-            if not chunk:
-                self._lost("closed")
-                return
-            self.buffer += chunk
-            self._answers()
+        if not frame.silent:
+            self.pending, self.sent_at = frame, time.monotonic()
 
-    def _answers(self) -> None:
+    def on_readable(self) -> None:
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._lost("closed by the broker")
+            return
+        self.buffer += chunk
         while len(self.buffer) >= 4:
             (size,) = struct.unpack_from(">i", self.buffer)
             if len(self.buffer) < 4 + size:
                 return
             frame, self.buffer = self.buffer[4:4 + size], self.buffer[4 + size:]
-            codes: Counter = Counter()
-            (cid,) = struct.unpack_from(">i", frame)
-            request = self.waiting.pop(cid, None)
-            if request is not None:
-                try:
-                    _, body = decode_response(request[0], request[1], frame)
-                    _collect_error_codes(body, codes)
-                except Exception:   # an answer to a request we mangled: not ours to judge
-                    pass
-            with self.lock:
-                self.report.outcomes["answered"] += 1
-                self.report.error_codes.update(codes)
+            self._answered(frame)
+
+    def _answered(self, data: bytes) -> None:
+        request, self.pending = self.pending, None
+        self.report.outcomes["answered"] += 1
+        if request is None or request.correlation_id is None:
+            return
+        try:
+            _, body = decode_response(request.api_key, request.api_version, data)
+        except Exception:   # an answer to a request we mangled: not ours to judge
+            return
+        _collect_error_codes(body, self.report.error_codes)
+
+    def park_if_stuck(self, now: float) -> None:
+        if self.pending is not None and now - self.sent_at > PARK_S:
+            # A long poll or an acks=all wait: legitimate, but not worth waiting for.
+            self.report.parked[_describe(self.pending)] += 1
+            self._lost("parked (left waiting)")
 
     def _lost(self, how: str) -> None:
-        with self.lock:
-            self.report.outcomes[how] += 1
+        self.report.outcomes[how] += 1
         self.close()
 
     def close(self) -> None:
         if self.sock is not None:
+            self.selector.unregister(self.sock)
             self.sock.close()
             self.sock = None
+        self.pending, self.buffer = None, b""
 
 
 def _probe(port: int) -> float:
@@ -192,6 +225,19 @@ def _watch(cluster, report: Report, stop: threading.Event, lock: threading.Lock)
         stop.wait(PROBE_INTERVAL_S)
 
 
+def _idle_connection(connections: list[_Connection], selector) -> _Connection:
+    """A connection with no frame in flight, waiting for answers (or parking) until one is."""
+    while True:
+        for c in connections:
+            if c.idle:
+                return c
+        for key, _ in selector.select(timeout=0.05):
+            key.data.on_readable()
+        now = time.monotonic()
+        for c in connections:
+            c.park_if_stuck(now)
+
+
 def run_campaign(cluster, frames: int, seed: int, topics: list[str]) -> Report:
     epoch = int(cluster.zk.get("/controller_epoch")[0])
     controller = cluster.controller()
@@ -199,12 +245,13 @@ def run_campaign(cluster, frames: int, seed: int, topics: list[str]) -> Report:
     report, lock, stop = Report(), threading.Lock(), threading.Event()
     watcher = threading.Thread(target=_watch, args=(cluster, report, stop, lock), daemon=True)
     watcher.start()
-    connections = [_Connection(cluster.port(i), report, lock)
+    selector = selectors.DefaultSelector()
+    connections = [_Connection(cluster.port(i), report, selector)
                    for i in cluster.broker_ids for _ in range(CONNECTIONS_PER_BROKER)]
     stalled: list[socket.socket] = []
     started = time.monotonic()
     try:
-        for n in range(frames):
+        for _ in range(frames):
             frame = maker.next()
             report.kinds[frame.kind] += 1
             if frame.kind == "size" and maker.rng.random() < 0.5:
@@ -219,14 +266,13 @@ def run_campaign(cluster, frames: int, seed: int, topics: list[str]) -> Report:
                 if len(stalled) > MAX_STALLED:
                     stalled.pop(0).close()
             else:
-                connections[n % len(connections)].send(frame)
+                _idle_connection(connections, selector).send(frame)
             report.frames += 1
     finally:
         report.seconds = time.monotonic() - started
-        time.sleep(0.5)
         for c in connections:
-            c.drain()
             c.close()
+        selector.close()
         for sock in stalled:
             sock.close()
         stop.set()

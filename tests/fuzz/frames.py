@@ -54,6 +54,7 @@ class Frame(NamedTuple):
     correlation_id: int | None = None    # set when a well-formed answer may come back
     api_key: int | None = None
     api_version: int | None = None
+    silent: bool = False                 # a request the broker answers with nothing (acks=0)
 
 
 class FrameMaker:
@@ -148,8 +149,11 @@ class FrameMaker:
     # ---- helpers ---------------------------------------------------------------
 
     def _forge(self, body: dict) -> None:
+        # Never the real controller's id: a mutation could turn the epoch into the real
+        # one, and a request with the real (id, epoch) is, without authentication,
+        # indistinguishable from the controller's own.
         body["controller_epoch"] = self.controller_epoch + self.rng.randint(1, 1000)
-        body["controller_id"] = self.rng.choice((4242, self.controller_id))
+        body["controller_id"] = self.rng.choice((4242, 1000 + self.rng.randrange(1000)))
         for entry in body.get("partition_states", []) + body.get("partitions", []):
             entry["topic"] = FORGED_PREFIX + str(self.rng.randrange(3))
 
@@ -160,7 +164,8 @@ class FrameMaker:
     def _request(self, key: int, version: int, body: dict, kind: str) -> Frame:
         cid = self._next_id()
         data = encode_request(key, version, cid, self.rng.choice(("fuzz", "x" * 32000, None)), body)
-        return Frame(kind, data, cid, key, version)
+        silent = key == ApiKey.PRODUCE and body.get("acks") == 0
+        return Frame(kind, data, cid, key, version, silent)
 
     def _value(self, t, name: str):
         rng = self.rng

@@ -118,6 +118,20 @@ class FakeControllerStore:
             return Election(True, owner, epoch_now, version)
         return Election(False, owner)
 
+    def delete_controller_of_previous_process(self) -> bool:
+        try:
+            data, stat = self.zk.get(CONTROLLER_PATH)
+            owner = zn.ControllerZNode.decode(data, CONTROLLER_PATH)
+            _, registration = self.zk.get(zn.BrokerIdZNode.path(self.broker_id))
+            session = self.zk.session_id
+            if owner != self.broker_id or stat.ephemeralOwner == session \
+                    or registration.ephemeralOwner != session:
+                return False
+            self.zk.delete(CONTROLLER_PATH, version=stat.version)
+        except (ZkNoNode, ZkBadVersion, MalformedZnode):
+            return False
+        return True
+
     def _read_epoch(self) -> tuple[int, int]:
         try:
             data, stat = self.zk.get(EPOCH_PATH)

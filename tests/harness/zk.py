@@ -89,8 +89,8 @@ def strip_banner(stdout):
 def zkcli(connect, *args, timeout_s=60):
     """Run one ``zkCli.sh -server CONNECT ARGS...`` command: ``(rc, stdout, stderr)``.
 
-    ``connect`` is ``host:port[,...][/chroot]``; stdout has the 5-line banner stripped
-    (znodes.md §6).  A missing node gives rc 1 and ``Node does not exist: /x`` on stderr.
+    ``connect`` is ``host:port[,...][/chroot]``; stdout has the 5-line connection banner
+    stripped.  A missing node gives rc 1 and ``Node does not exist: /x`` on stderr.
     """
     env = dict(os.environ)
     env.setdefault("CLIENT_JVMFLAGS", CLIENT_JVMFLAGS)

@@ -1,7 +1,7 @@
 """Fetch format promises on the real leader code path (Partition + on-disk Log + DataPlane, no network).
 
 v0/v1 readers get magic 0, v2/v3 magic 1, v4 the stored magic 2 bytes
-(wire-protocol.md §6); followers always get the stored bytes.  Also the
+(what each Fetch version promises its readers); followers always get the stored bytes.  Also the
 fetch-size rules that legacy readers depend on: below v3 the limit is hard
 (an oversized first entry comes back cut, for RecordTooLargeError), from v3 a
 partition whose first entry does not fit the remaining budget gets nothing.

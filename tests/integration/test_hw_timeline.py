@@ -1,4 +1,4 @@
-"""Seed 001's T1-T10 high-watermark timeline, step by step, on the real leader code path.
+"""The T1-T10 high-watermark timeline (docs/design.md §6.1), step by step, on the real leader.
 
 A real Partition over a real on-disk Log, driven through the broker's
 Produce/Fetch handlers (no network): the HW moves only when every ISR member

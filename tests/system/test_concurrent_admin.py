@@ -1,9 +1,9 @@
-"""Concurrent admin operations (failure-scenarios.md §6, scenario #23).
+"""Concurrent admin operations (failure scenario #23, docs/design.md §9).
 
-"Two creates of one topic; two reassignments; delete during reassignment; add partitions
-during controller failover.  Expected: exactly one create wins (atomic znode create).
-The second reassignment is refused while one is pending.  Deletion is deferred.  Each
-operation is fully applied or rejected."
+"Two creates of one topic, two reassignments, delete during a reassignment, add partitions
+during a controller failover.  Expected: exactly one create wins; the second reassignment
+is refused while one is pending; the deletion is deferred; each operation is applied whole
+or refused."
 
 The operations are the real scripts in bin/, run as concurrent processes where
 concurrency matters.  Where the outcome depends on how the two interleave, the test

@@ -1,8 +1,8 @@
-"""The controller killed mid-election (failure-scenarios.md §6, scenario #8).
+"""The controller killed mid-election (failure scenario #8, docs/design.md §9).
 
-"kill -9 the controller mid-election, after it has written only some partition states.
-Expected: the successor re-reads ZK and finishes. No partition keeps a dead leader; no
-two brokers lead one partition in the same epoch."
+"kill -9 the controller mid-election, after only part of its state writes landed.
+Expected: the successor re-reads and finishes; no partition keeps a dead leader; no two
+leaders in one epoch."
 
 The election is the controller's answer to a broker's death.  It writes the new states
 in fenced multis of up to ``MULTI_CHUNK`` partitions, all sent before it waits for the

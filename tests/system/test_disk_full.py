@@ -1,4 +1,4 @@
-"""Disk full on one broker (failure-scenarios.md §6, #12 and #13), on a real small tmpfs.
+"""Disk full on one broker, on a real small tmpfs (scenarios #12 and #13, docs/design.md §9).
 
 One broker's ``log.dirs`` is a tmpfs of a few hundred KiB, filled by a filler
 file until a write fails with ENOSPC.  A broker that cannot write its log or a

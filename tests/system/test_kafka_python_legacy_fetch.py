@@ -1,4 +1,4 @@
-"""Fetch format promises through real broker processes (wire-protocol.md §6).
+"""Fetch format promises through real broker processes (records/down_convert.py).
 
 The log stores v2 batches only; Fetch v0/v1 readers must get magic 0, v2/v3
 magic 1 and v4 the stored magic 2, with the same records.  Checked with the

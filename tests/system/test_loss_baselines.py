@@ -1,4 +1,4 @@
-"""Failure scenario #25 (failure-scenarios.md §6): acks=1 and acks=0 baselines under #1 (kill -9
+"""Failure scenario #25 (docs/design.md §9): acks=1 and acks=0 baselines under #1 (kill -9
 the leader of p0 once) and #4 (SIGSTOP the leader past the session timeout, then SIGCONT).
 
 Expected: acks=1 loses acknowledged writes only on a leader change, and no more than the
@@ -47,7 +47,7 @@ TRUNCATION = re.compile(r"Partition \[(?P<topic>[^,\]]+),(?P<partition>\d+)\] on
 
 def create_baseline_topic(cluster, *assignment):
     """TOPIC with PARTITIONS partitions on all brokers (round robin unless ``assignment``,
-    e.g. "1:2:3,2:3:1,3:1:2"), min.insync.replicas=2 as in §6; returns their states once
+    e.g. "1:2:3,2:3:1,3:1:2"), min.insync.replicas=2 as in the scenarios; returns their states once
     every ISR is full."""
     layout = ("--replica-assignment", *assignment) if assignment else ()
     create_topic(cluster, TOPIC, PARTITIONS, 3, *layout, "--config", "min.insync.replicas=2")

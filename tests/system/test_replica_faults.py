@@ -1,4 +1,4 @@
-"""A paused leader and a paused follower (failure-scenarios.md §6, scenarios #4 and #16).
+"""A paused leader and a paused follower (failure scenarios #4 and #16, docs/design.md §9).
 
 Both faults are SIGSTOP: the process keeps its sockets, so the kernel still accepts
 connections and buffers requests for it, and after SIGCONT it carries on from the state
@@ -152,7 +152,7 @@ def test_zombie_leader_never_acks_and_rejoins_as_follower(cluster_factory, zombi
     cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
     controller = cluster.wait_until(cluster.controller, message="no controller")
     # The assignment is chosen so that the zombie is (or is not) also the controller:
-    # both variants of §6, each deterministic.
+    # both variants of the scenario, each deterministic.
     zombie = controller if zombie_controls else min(set(cluster.broker_ids) - {controller})
     survivors = sorted(set(cluster.broker_ids) - {zombie})
     before = create_partition(cluster, [zombie, *survivors])
@@ -167,7 +167,7 @@ def test_zombie_leader_never_acks_and_rejoins_as_follower(cluster_factory, zombi
             timeout=SESSION_MS / 1000 + 20, message="no new leader while the old one is stopped")
         assert zombie not in elected.isr and elected.leader_epoch == before.leader_epoch + 1, \
             (before, elected)
-        # §4's precondition: the followers have moved on, none fetches from the zombie.
+        # #4's precondition: the followers have moved on, none fetches from the zombie.
         wait_leader_and_isr_received(cluster, survivors, elected.leader_epoch)
         # The producer knows only the survivors: a metadata request to the stopped
         # broker would hang (and an attempt sent there on stale metadata times out

@@ -1,4 +1,4 @@
-"""ZooKeeper session faults on running brokers (failure-scenarios.md §6: #6, #7, #9 and #24).
+"""ZooKeeper session faults on running brokers (scenarios #6, #7, #9, #24 of docs/design.md §9).
 
 Each broker reaches ZooKeeper through a :class:`~tests.harness.tcp_proxy.TcpProxy` of its
 own.  Cutting one expires that broker's session while its process, its client port and
@@ -6,7 +6,7 @@ its replica fetchers carry on: the broker learns of the expiry only when the pat
 and meanwhile the rest of the cluster treats it as dead.  #24 needs no relay: an operator
 deletes live znodes.
 
-§6's defaults: 3 brokers, RF 3, min.insync.replicas=2, acks=all with unique values; no
+The scenarios' defaults: 3 brokers, RF 3, min.insync.replicas=2, acks=all with unique values; no
 acknowledged value may be lost, and the replicas are byte-equal up to the HW.
 """
 
@@ -120,7 +120,7 @@ class StateHistory:
         return on_change
 
     def assert_invariants(self):
-        """§6's continuous checks: epochs never decrease; the leader is in the ISR."""
+        """The scenarios' continuous checks: epochs never decrease; the leader is in the ISR."""
         assert self.controller_epochs == sorted(self.controller_epochs), self.controller_epochs
         for p, versions in self.states.items():
             epochs = [s.leader_epoch for _, s in versions]
@@ -250,7 +250,7 @@ def test_two_session_flaps_leave_one_registration_and_consistent_roles(proxied_c
     controller = cluster.wait_until(cluster.controller, message="no controller")
     victim = controller if role == "controller" else min(set(cluster.broker_ids) - {controller})
     a, b = sorted(set(cluster.broker_ids) - {victim})
-    # §6's P=3, RF=3; the victim leads partition 0 and follows the other two.
+    # The scenarios' P=3, RF=3; the victim leads partition 0 and follows the other two.
     create_topic(cluster, TOPIC, 3, 3, "--replica-assignment", f"{victim}:{a}:{b},{a}:{b}:{victim},{b}:{victim}:{a}",
                  "--config", "min.insync.replicas=2")
     for p in range(3):

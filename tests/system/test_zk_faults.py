@@ -1,4 +1,4 @@
-"""ZooKeeper server faults (failure-scenarios.md §6 #10 second half, #11) and a controller
+"""ZooKeeper server faults (scenarios #10 second half and #11, docs/design.md §9) and a controller
 event that meets a hung ZooKeeper server.
 
 These kill ZooKeeper servers, so every test runs its own 3-node ensemble on free ports

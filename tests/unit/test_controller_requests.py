@@ -123,3 +123,10 @@ def test_malformed_request_is_invalid_before_any_epoch_check():
     guard = ControllerRequestGuard(7, zk)
     assert guard.admit(LAI, lai(state(topic="../x"), epoch=3), 1) == ErrorCode.INVALID_REQUEST
     assert zk.reads == 0
+
+
+def test_a_v1_broker_without_endpoints_is_refused_not_a_crash():
+    """Found by the wire fuzzer: UpdateMetadata v1 with an empty endpoint list raised KeyError."""
+    request = {"controller_id": 1, "controller_epoch": 1, "partition_states": [],
+               "live_brokers": [{"id": 1, "endpoints": []}]}
+    assert "no endpoint" in request_problem(UM, 1, request)

@@ -82,3 +82,19 @@ def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
     for log_ in logs:
         log_.close()
     assert len(ticks) - before >= 299
+
+
+@pytest.mark.parametrize("version", [0, 2, 3])
+def test_an_old_reader_gets_at_most_a_small_converted_answer(tmp_path, version):
+    """Down-conversion for Fetch v0-3 runs record by record on the loop: the broker reads
+    (and converts) at most DOWN_CONVERT_MAX_BYTES for such a reader, whatever it asks."""
+    from kafka_ha.broker.data_plane import DOWN_CONVERT_MAX_BYTES
+
+    log_ = open_log(tmp_path)
+    p = leader(log_, (1,))
+    for _ in range(40):
+        p.append_as_leader(batch(*[b"x" * 100] * 1000), acks=1)     # ~4.4 MB stored
+    big = DataPlane(1, {TP: p}, lambda t: True, lambda t: 1000012)
+    (error, size), = fetch(big, [(0, 2**31 - 1)], version=version, max_bytes=2**31 - 1)
+    log_.close()
+    assert error == ErrorCode.NONE and 0 < size <= 2 * DOWN_CONVERT_MAX_BYTES

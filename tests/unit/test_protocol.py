@@ -98,7 +98,7 @@ def test_api_versions_v0_response_bytes():
 
 
 # Round trips cannot catch a field in the wrong place, so pin the layouts that
-# differ subtly between versions (wire-protocol.md §4-§8) to hand-built bytes.
+# differ subtly between versions (Fetch v1-v7 above all) to hand-built bytes.
 LAYOUT_CASES = [
     ("fetch-v1-response-throttle-first", RESPONSE_SCHEMAS[(K.FETCH, 1)],
      {"throttle_time_ms": 5, "responses": [{"topic": "t", "partitions": [

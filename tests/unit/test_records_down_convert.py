@@ -83,7 +83,7 @@ def test_compressed_batch_becomes_one_wrapper_with_the_same_codec(codec, magic):
     decoded = checked(out)
     assert [(r.offset, r.key, r.value) for r in decoded] == \
         [(50 + i, r.key, r.value) for i, r in enumerate(rs)]
-    # Inner offsets: relative 0..n-1 for magic 1, absolute for magic 0 (wire-protocol.md §10).
+    # Inner offsets: relative 0..n-1 for magic 1, absolute for magic 0 (Kafka's LogValidator).
     key_pos = wrapper.position + (26 if magic == 1 else 18)
     assert struct.unpack_from(">i", out, key_pos)[0] == -1                # null wrapper key
     value_len = struct.unpack_from(">i", out, key_pos + 4)[0]

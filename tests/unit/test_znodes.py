@@ -3,7 +3,7 @@
 (Paths and topic names: test_znode_paths.py; decoding what others write, tolerant
 and malformed: test_znode_decode.py.)
 
-Expected bytes come from ``shared/reference/znodes.md``; every encode result is
+Expected bytes are what Kafka writes (docs/design.md §5); every encode result is
 also validated against ``zk_schemas/`` so a codec and its schema cannot drift.
 """
 from __future__ import annotations
