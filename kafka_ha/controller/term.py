@@ -109,6 +109,7 @@ class ControllerTerm:
     def end(self) -> None:
         """Stop the term's timers and its channel (its requests not yet sent are dropped)."""
         for timer in self._timers:
-            timer.kill(block=False)
+            # Waits (briefly: a tick only queues an event) so that no tick comes after the end.
+            timer.kill()
         self._timers.clear()
         self.channel.stop()

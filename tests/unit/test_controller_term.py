@@ -2,10 +2,14 @@
 resignation, and the next term starts from ZooKeeper, with the real controller on the fake
 store (tests/harness/controller_driver.py)."""
 
+import gevent
+
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.zk import admin_znodes as azn
-from tests.harness.controller_driver import new_cluster
+from kafka_ha.zk.controller_store import Election
+from tests.harness.controller_driver import RecordingChannel, new_cluster
 from tests.harness.fake_controller_store import change_isr
 
 TP = TopicPartition("t", 0)
@@ -44,3 +48,18 @@ def test_a_reassignment_started_in_one_term_is_started_again_in_the_next():
     controller.run_pending()
     assert {r.broker_id for r in controller.channel.sent(ApiKey.STOP_REPLICA)} == {1}
     assert controller.ctx.reassignments == {}
+
+
+def test_a_terms_timers_and_channel_stop_when_it_ends():
+    """The rebalance timer of a term that ended would queue events for the next one."""
+    channel = RecordingChannel()
+    term = ControllerTerm(1, Election(True, 1, 3), store=None, channel=channel)
+    ticks = []
+    term.every(0, 0.001, lambda: ticks.append(term.epoch))
+    with gevent.Timeout(10):
+        while len(ticks) < 3:
+            gevent.sleep(0.001)
+    term.end()
+    ended_at = len(ticks)
+    gevent.sleep(0.05)
+    assert len(ticks) == ended_at and channel.stopped
