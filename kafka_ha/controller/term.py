@@ -6,9 +6,12 @@ broker took over, the broker shuts down).  Everything that belongs to one term
 lives here and nowhere else: the epoch, the cluster view, the channel to the
 brokers, the partition state machine, the reassignments it started, the
 deletions waiting for StopReplica answers and its timers.  So nothing of a term
-outlives it: a deletion that waited for answers from the old term's channel, or
-a timer or sender greenlet of the old term, would act in the next one under an
-epoch that is no longer ours, and the next term starts from ZooKeeper instead.
+outlives it, and the next term starts from what ZooKeeper holds: a deletion
+still waiting for answers that the old term's channel will never bring would
+stall for good, and a timer or sender greenlet of the old term would act in the
+next one.  The version of ``/controller_epoch`` that the election wrote, which
+fences every write of the term, stays in the store from ``try_elect`` until
+``resign``.
 
 The handlers (controller.py and its helpers) get the term as an argument; only
 the controller's event loop touches it, so it needs no locks.
@@ -36,8 +39,6 @@ class ControllerTerm:
     def __init__(self, controller_id: int, won: Election, store: ControllerStore,
                  channel: ControllerChannel) -> None:
         self.controller_id = controller_id
-        # The version of /controller_epoch that the election wrote is the store's fence
-        # (every write checks it): the store holds it from try_elect until resign.
         self.epoch = won.epoch
         self.store = store
         self.ctx = ControllerContext()
