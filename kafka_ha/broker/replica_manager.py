@@ -23,6 +23,7 @@ from gevent.lock import BoundedSemaphore
 
 from kafka_ha.broker import storage_failure
 from kafka_ha.broker.cooperative import yield_to_io
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
@@ -57,9 +58,11 @@ class ReplicaManager:
                  min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
                  halt: Halt = storage_failure.halt, *,
-                 being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False) -> None:
+                 being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False,
+                 topic_exists: Callable[[str], bool] = lambda _topic: True) -> None:
         """``being_deleted(tp)``: the controller announced tp's topic as being deleted
-        (``MetadataCache.being_deleted``); without metadata nothing is."""
+        (``MetadataCache.being_deleted``); without metadata nothing is.  ``topic_exists``:
+        the cluster metadata knows the topic; without metadata every topic counts as known."""
         self.config = config
         self._halt = halt
         self.broker_id = config.broker_id
@@ -72,6 +75,10 @@ class ReplicaManager:
         self._state_change_lock = BoundedSemaphore(1)
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
+        # The partitions as Produce, Fetch and the offset requests reach them
+        # (replica_appends, replica_reads, replica_offsets); ``topic_exists`` (the
+        # cluster metadata) tells which error a partition not hosted here gets.
+        self.hosted = HostedPartitions(self.partitions, topic_exists)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.

@@ -17,14 +17,14 @@ from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
+from kafka_ha.broker.kafka_apis import KafkaApis
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
-from kafka_ha.broker.request_handler import RequestHandler
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -71,7 +71,8 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
-                                              being_deleted=self.metadata.being_deleted)
+                                              being_deleted=self.metadata.being_deleted,
+                                              topic_exists=lambda t: t in self.metadata.partitions)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),
@@ -83,16 +84,14 @@ class KafkaServer:
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port
         me = BrokerEndpoint(self.broker_id, adv_host, adv_port)
-        data_plane = DataPlane(self.broker_id, self.replica_manager.partitions,
-                               lambda t: t in self.metadata.partitions,
-                               self.topic_configs.max_message_bytes,
-                               FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
-                                                 cfg["min.incremental.fetch.session.eviction.ms"]),
-                               fetch_max_bytes=cfg["fetch.max.bytes"])
+        data_apis = DataApis(self.replica_manager.hosted, self.topic_configs.max_message_bytes,
+                             FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
+                                               cfg["min.incremental.fetch.session.eviction.ms"]),
+                             fetch_max_bytes=cfg["fetch.max.bytes"])
         guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
-        self.handler = RequestHandler(self.replica_manager, self.metadata, data_plane,
-                                      GroupOffsets(self.store, me), self._auto_create_topics,
-                                      self._controlled_shutdown_request, guard)
+        self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis,
+                                 GroupOffsets(self.store, me), self._auto_create_topics,
+                                 self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))

@@ -18,7 +18,8 @@ Spark's start-up, the first data-source query (which spawns its Python
 workers) and the JVM's warm-up are excluded: one untimed full read runs first.
 Each measurement is repeated (``--repeat``, interleaved so that a noisy
 moment on a shared machine hits both sides); the table shows medians and
-ranges.  Prints a Markdown table.
+ranges.  Results go to ``--json`` (default bench-results/spark.json) and, as Markdown,
+to stdout.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 from statistics import median
 
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.client import Consumer, Producer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +125,39 @@ def spark_write(spark, bootstrap: str, topic: str, records: int, size: int,
     return records / (time.monotonic() - started)
 
 
+PATHS = (("consumer", "our Consumer, one process", "consumer"),
+         ("spark_read", "Spark batch read (`kafka_ha`)", "consumer"),
+         ("producer", "our Producer, one process, acks=all", "producer"),
+         ("spark_write", "Spark batch write (`kafka_ha`), acks=all", "producer"))
+
+
+def method(args: argparse.Namespace, spark_version: str) -> str:
+    where = ("an existing cluster" if args.bootstrap else
+             "its own 3-node ZooKeeper ensemble and 3 brokers on 127.0.0.1")
+    return (f"On {where}, topics of {args.partitions} partitions, RF 3, {args.records} records of "
+            f"{args.size} B; Spark {spark_version} {args.master} on the same machine. Baselines in "
+            f"the same run: our Consumer (one process) reading the same topic for the Spark read, "
+            f"our Producer (one process, acks=all, linger 5 ms) writing as many records for the "
+            f"Spark write. Spark's start-up, its first query (Python worker spawn) and one full "
+            f"untimed read (JVM warm-up) are excluded; each measurement runs {args.repeat} times, "
+            f"interleaved, and the table shows medians and ranges.")
+
+
+def tables(rates: dict[str, list[float]], repeat: int) -> list[Table]:
+    return [Table(f"Records per second, median of {repeat} runs",
+                  [("path", "", 0), ("records/s", "", 0), ("low", "", 0), ("high", "", 0),
+                   ("vs our client", "x", 2)],
+                  [[name, median(rates[key]), min(rates[key]), max(rates[key]),
+                    median(rates[key]) / median(rates[base])] for key, name, base in PATHS])]
+
+
+def ratios(rates: dict[str, list[float]]) -> list[dict]:
+    return [ratio("Spark batch read", median(rates["spark_read"]), "our Consumer, one process",
+                  median(rates["consumer"]), "records/s", goal="at least 0.8x"),
+            ratio("Spark batch write, acks=all", median(rates["spark_write"]),
+                  "our Producer, one process, acks=all", median(rates["producer"]), "records/s")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafka_ha.spark.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -133,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="an existing cluster's bootstrap servers")
     parser.add_argument("--zookeeper", help="its zookeeper.connect (to create the topics)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    add_output_options(parser, "spark")
     args = parser.parse_args(argv)
+    run = Run("spark", "Spark source and sink", parser.prog, argv)
     if bool(args.bootstrap) != bool(args.zookeeper):
         parser.error("--bootstrap and --zookeeper go together")
 
@@ -178,18 +215,14 @@ def main(argv: list[str] | None = None) -> int:
                 producer_rates.append(produce(bootstrap, out_client, n, args.size))
         written = end_total(bootstrap, out_spark, args.partitions)
         assert written == n * args.repeat, (written, n)
-        print(f"\n{n} records of {args.size} B, {args.partitions} partitions, RF 3, "
-              f"Spark {spark.version} {args.master}, {os.cpu_count()} CPUs, "
-              f"medians of {args.repeat} runs\n")
-        print("| path | records/s (median) | range | vs our client |")
-        print("|---|---:|---:|---:|")
-        for name, rates, base in (
-                ("our Consumer, one process", consumer_rates, consumer_rates),
-                ("Spark batch read (`kafka_ha`)", read_rates, consumer_rates),
-                ("our Producer, one process, acks=all", producer_rates, producer_rates),
-                ("Spark batch write (`kafka_ha`), acks=all", write_rates, producer_rates)):
-            print(f"| {name} | {median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | "
-                  f"{median(rates) / median(base):.2f} |")
+        results = {"records": n, "size": args.size, "partitions": args.partitions,
+                   "master": args.master, "spark_version": spark.version, "repeat": args.repeat,
+                   "records_per_s": {"consumer": consumer_rates, "spark_read": read_rates,
+                                     "producer": producer_rates, "spark_write": write_rates}}
+        data = run.write(args.json, method=method(args, spark.version), results=results,
+                         ratios=ratios(results["records_per_s"]),
+                         tables=tables(results["records_per_s"], args.repeat), note=args.note)
+        print_summary(data, args.json)
     finally:
         if spark is not None:
             spark.stop()

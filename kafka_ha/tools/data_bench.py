@@ -19,8 +19,8 @@ the same run measures:
 Each produce run is repeated (``--repeat``); the table shows the median run
 and the range, and the CPU time the producer and the three brokers spent per
 MB in that run: on a shared machine whose speed varies from one hour to the
-next, CPU per MB compares code changes where MB/s cannot.  It prints Markdown
-for docs/benchmarks.md.
+next, CPU per MB compares code changes where MB/s cannot.  Results go to ``--json``
+(default bench-results/data.json) and, as Markdown, to stdout.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.log.segment import FileSlice
 from kafka_ha.protocol.file_region import FileRegions
 from kafka_ha.tools.controller_bench import free_ports
@@ -272,14 +273,83 @@ def latency_under_load(bootstrap: str, peak: float, fraction: float, props_file:
         return dict(e2e(bootstrap, "bench-e2e", 3000, 1024, props_file), fraction=fraction, rate=rate)
 
 
-def print_load_curve(curve: list[dict]) -> None:
-    print("\nend-to-end latency against background load (long-polling consumer, 3000 messages "
-          "per row; the background producer has the peak run's settings):\n")
-    print("| background load | msgs/s | avg | p50 | p99 | p99.9 |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for r in curve:
-        print(f"| {100 * r['fraction']:g}% of the acks=all peak | {r['rate']} | {r['avg']:.2f} ms | "
-              f"{r['p50']} ms | {r['p99']} ms | {r['p999']} ms |")
+def method(args: argparse.Namespace) -> str:
+    return (f"A 3-node ZooKeeper ensemble and 3 brokers on 127.0.0.1, topics of 6 partitions, RF 3, "
+            f"and the project's perf tools: kafka-producer-perf-test.sh (linger.ms=5, "
+            f"batch.size=64 KiB, unthrottled) sending {args.records} messages per run, each "
+            f"workload {args.repeat} times (interleaved, the median run shown with the range and "
+            f"the CPU the producer and the brokers spent per MB), kafka-consumer-perf-test.sh, and "
+            f"kafka-e2e-latency.sh (produce one 1 KiB message with acks=all, consume it) while a "
+            f"background producer with the peak run's settings sends at 10% of the measured "
+            f"acks=all peak. Baselines in the same run: one loopback TCP connection between two "
+            f"Python processes copying 512 MiB (for throughput), and a 1 KiB message relayed over "
+            f"the same hops (client, leader, follower, leader, client) by plain blocking-socket "
+            f"processes under the same load (for latency). Serving fetch data compares pread + "
+            f"sendall with sendfile from a log file in the page cache.")
+
+
+def tables(results: dict) -> list[Table]:
+    throughput = Table(f"Throughput (median of {results['repeat']} runs)",
+                       [("workload", "", 0), ("msgs/s", "", 0), ("MB/s", "", 2), ("MB/s low", "", 2),
+                        ("MB/s high", "", 2), ("producer latency p50", "ms", 0), ("p99", "ms", 0),
+                        ("CPU per MB: producer", "ms", 0), ("3 brokers", "ms", 0)])
+    for r in results["produce"]:
+        throughput.rows.append([f"produce {r['size']} B, acks={r['acks']}, RF 3", r["msgs"], r["mb"],
+                                r["lo"], r["hi"], r["p50"], r["p99"], r["producer_ms_per_mb"],
+                                r["brokers_ms_per_mb"]])
+    c = results["consume"]
+    throughput.rows.append(["consume 1 KiB (from the leaders)", c["msgs"], c["mb"]] + [None] * 6)
+    latency = Table(f"End-to-end latency, 1 KiB, acks=all, background producer at "
+                    f"{results['background_msgs_s']} msgs/s (10% of the acks=all peak)",
+                    [("consumer", "", 0), ("avg", "ms", 2), ("p50", "ms", 2), ("p99", "ms", 2),
+                     ("p99.9", "ms", 2)],
+                    [[r["consumer"], r["avg"], r["p50"], r["p99"], r["p999"]] for r in results["e2e"]],
+                    note="Kafka's e2e tool prints whole milliseconds; the relay is timed in ns.")
+    f = results["relay"]
+    latency.rows.append(["baseline: plain blocking-socket processes relaying the same hops, same load",
+                         f["avg"], f["p50"], f["p99"], f["p999"]])
+    out = [throughput, latency]
+    if results["load_curve"]:
+        out.append(Table("End-to-end latency against background load (long-polling consumer, "
+                         "3000 messages a row)",
+                         [("background load, % of the acks=all peak", "%", 0), ("msgs/s", "", 0),
+                          ("avg", "ms", 2), ("p50", "ms", 0), ("p99", "ms", 0), ("p99.9", "ms", 0)],
+                         [[100 * r["fraction"], r["rate"], r["avg"], r["p50"], r["p99"], r["p999"]]
+                          for r in results["load_curve"]]))
+    out.append(Table("Serving fetch data from a log file in the page cache, one connection",
+                     [("response size", "KiB", 0), ("method", "", 0), ("MB/s", "", 0),
+                      ("sender CPU per GiB", "s", 2)],
+                     [[r["response_bytes"] >> 10, r["method"], r["mb_s"], r["sender_cpu_s_per_gib"]]
+                      for r in results["fetch_serving"]],
+                     note="Sender CPU per GiB is what a broker spends; fetches of at least "
+                          "SENDFILE_MIN_BYTES go out by sendfile."))
+    return out
+
+
+def ratios(results: dict) -> list[dict]:
+    produce = {(r["size"], r["acks"]): r for r in results["produce"]}
+    copy, relay = results["socket_copy_mb_s"], results["relay"]["p99"]
+    out = [ratio("produce 1 KiB, acks=all, RF 3", produce[(1024, "all")]["mb"],
+                 "raw loopback socket copy", copy, "MB/s"),
+           ratio("produce 1 KiB, acks=all, RF 3", produce[(1024, "all")]["mb"],
+                 "produce 1 KiB, acks=1", produce[(1024, "1")]["mb"], "MB/s"),
+           ratio("consume 1 KiB", results["consume"]["mb"], "raw loopback socket copy", copy, "MB/s")]
+    for r in results["e2e"]:
+        out.append(ratio(f"end-to-end p99, {r['consumer']}", r["p99"],
+                         "plain-socket relay p99, same hops, same load", relay, "ms"))
+    return out
+
+
+def plots(results: dict) -> list[dict]:
+    curve = results["load_curve"]
+    if len(curve) < 2:
+        return []
+    return [{"file": "data-latency-vs-load", "kind": "line",
+             "title": "End-to-end latency (acks=all, 1 KiB, long poll) against background load",
+             "x_label": "background producer, % of the acks=all peak", "y_label": "milliseconds",
+             "x": [100 * r["fraction"] for r in curve],
+             "series": {"p50": [r["p50"] for r in curve], "p99": [r["p99"] for r in curve],
+                        "p99.9": [r["p999"] for r in curve]}}]
 
 
 def load_fractions(text: str) -> list[float]:
@@ -311,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-curve", type=load_fractions, default=[], metavar="FRACTIONS",
                         help="also measure long-poll e2e latency with background load at these "
                              "fractions of the acks=all peak, e.g. 0,0.01,0.05,0.1")
+    add_output_options(parser, "data")
     args = parser.parse_args(argv)
+    run = Run("data", "Data path: produce, consume, end-to-end latency", "bin/kafka-data-bench.sh", argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="kafka-ha-data-bench-"))
     zk_port = free_ports(1)[0] // 10 * 10
     cluster = LocalCluster(work, brokers=3, zk_port=zk_port, broker_ports=free_ports(3),
@@ -335,10 +407,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"produce {size} B acks={acks} ...", file=sys.stderr)
                     runs.setdefault((size, acks), []).append(
                         produce(bootstrap, topic, args.records, size, acks, broker_pids=broker_pids))
-        results = {key: median_run(r) for key, r in runs.items()}
+        medians = {key: median_run(r) for key, r in runs.items()}
         print("consume ...", file=sys.stderr)
         consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
-        peak = results[(1024, "all")]["msgs"]
+        peak = medians[(1024, "all")]["msgs"]
         print(f"e2e latency with background load at {int(peak / 10)} msgs/s ...", file=sys.stderr)
         long_poll = work / "long-poll.properties"
         long_poll.write_text("fetch.max.wait.ms=500\n")
@@ -351,33 +423,17 @@ def main(argv: list[str] | None = None) -> int:
             floor = relay_floor(5000)
         curve = [latency_under_load(bootstrap, peak, fraction, str(long_poll))
                  for fraction in args.load_curve]
-        print(f"raw loopback socket copy (baseline, same run): **{baseline:.0f} MB/s**\n")
-        print(f"| workload (median of {args.repeat}) | msgs/s | MB/s | MB/s range | "
-              "producer latency p50 / p99 | CPU ms per MB: producer / 3 brokers |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for (size, acks), r in results.items():
-            print(f"| produce {size} B, acks={acks}, RF 3 | {r['msgs']:.0f} | {r['mb']:.2f} | "
-                  f"{r['lo']:.2f}-{r['hi']:.2f} | {r['p50']} / {r['p99']} ms | "
-                  f"{r['producer_ms_per_mb']:.0f} / {r['brokers_ms_per_mb']:.0f} |")
-        print(f"| consume 1 KiB (from the leaders) | {consumed['msgs']:.0f} | {consumed['mb']:.2f} "
-              "| - | - | - |")
-        print(f"\nend-to-end latency, 1 KiB, acks=all, with a producer at {int(peak / 10)} msgs/s "
-              "(10% of the acks=all peak; whole ms, as Kafka's tool prints them):\n")
-        print("| consumer | avg | p50 | p99 | p99.9 |")
-        print("|---|---:|---:|---:|---:|")
-        for name, r in latency.items():
-            print(f"| {name} | {r['avg']:.2f} ms | {r['p50']} ms | {r['p99']} ms | {r['p999']} ms |")
-        print(f"| baseline: plain blocking-socket processes relaying the same hops, same load | "
-              f"{floor['avg']:.2f} ms | {floor['p50']:.2f} ms | {floor['p99']:.2f} ms | "
-              f"{floor['p999']:.2f} ms |")
-        if curve:
-            print_load_curve(curve)
-        print("\nserving fetch data from a log file in the page cache, one connection "
-              "(sender CPU per GiB: what the broker spends):\n")
-        print("| response size | method | MB/s | sender CPU s/GiB |")
-        print("|---:|---|---:|---:|")
-        for size, name, mbs, cpu in serving:
-            print(f"| {size >> 10} KiB | {name} | {mbs:.0f} | {cpu:.2f} |")
+        results = {"records": args.records, "repeat": args.repeat, "socket_copy_mb_s": baseline,
+                   "produce": [dict(r, size=size, acks=acks) for (size, acks), r in medians.items()],
+                   "consume": consumed, "background_msgs_s": int(peak / 10),
+                   "e2e": [dict(r, consumer=name) for name, r in latency.items()], "relay": floor,
+                   "load_curve": curve,
+                   "fetch_serving": [{"response_bytes": size, "method": name, "mb_s": mbs,
+                                      "sender_cpu_s_per_gib": cpu}
+                                     for size, name, mbs, cpu in serving]}
+        data = run.write(args.json, method=method(args), results=results, ratios=ratios(results),
+                         tables=tables(results), plots=plots(results), note=args.note)
+        print_summary(data, args.json)
     finally:
         cluster.stop()
         if not args.dir:

@@ -22,7 +22,8 @@ a real 3-node ZooKeeper ensemble and real broker processes):
    (``BenchStore.rewrite_unchanged``; after everything else, since it bumps their
    versions).
 
-Results go to ``--output`` (JSON, one entry per size) and a Markdown table on stdout.
+Results go to ``--json`` (default bench-results/failover.json, see kafka_ha/bench_results.py)
+and, as Markdown tables, to stdout.
 """
 from __future__ import annotations
 
@@ -37,14 +38,15 @@ import time
 from pathlib import Path
 
 from kafka_ha.admin.assignment import assign_replicas
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
 from kafka_ha.tools.controller_bench import (ZK_CONNECTION_TIMEOUT_MS, ZK_SESSION_TIMEOUT_MS,
                                              Bench as ControllerBench, free_ports, progress,
-                                             wait_for)
+                                             start_ensemble, wait_for)
 from kafka_ha.tools.local_cluster import LocalCluster
-from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
+from kafka_ha.tools.zk_ensemble import Ensemble
 from kafka_ha.zk.bench_store import BenchStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,51 +227,74 @@ class FailoverBench:
         return phases
 
 
-def seconds(v) -> str:
-    return "-" if v is None else f"{v:.2f} s"
+def method(args: argparse.Namespace) -> str:
+    return (f"One topic of N partitions, RF 3 over 3 brokers, min.insync.replicas 2, a real 3-node "
+            f"ZooKeeper ensemble and real broker processes, session timeout "
+            f"{args.session_timeout_ms} ms. Every partition first gets one acks=all record. Then the "
+            f"broker (not the controller) that leads the most partitions is killed with SIGKILL, and "
+            f"two producer processes (Kafka's producer defaults: retries without end, 100 ms backoff, "
+            f"{args.request_timeout_ms} ms request timeout) send one record to each partition it "
+            f"led, one with acks=all and one with acks=1: the window is the time from the kill to "
+            f"each acknowledgement. Baselines in the same run: the floor, the session timeout plus "
+            f"raw kazoo rewriting the same state znodes with pipelined multis, and the acks=1 "
+            f"window. A loop stall is the slowest answer to an ApiVersions probe sent to each broker "
+            f"every {args.probe_interval_ms} ms (ApiVersions does no work, so a slow answer is time "
+            f"the event loop spent elsewhere); the phases come from the brokers' logs.")
 
 
-def report(rows: list[dict]) -> str:
-    lines = ["| partitions | led by the victim | acks=all p50 / p90 / max | acks=1 p50 / p90 / max "
-             "| floor (session + raw writes) | acks=all max / floor | acks=all max / acks=1 max "
-             "| longest loop stall: create / first writes / failover |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+def longest_stall(per_broker: dict) -> float:
+    return max((s["max_ms"] for s in per_broker.values()), default=0)
+
+
+def phase_cell(v) -> str | float | None:
+    if isinstance(v, dict):
+        return (f"p50 {v['p50']:.2f} s, p90 {v['p90']:.2f} s, max {v['max']:.2f} s (n={v['n']})"
+                if v["n"] else "-")
+    return v
+
+
+def tables(rows: list[dict]) -> list[Table]:
+    window = Table("Unavailability window after the kill, as the producers saw it",
+                   [("partitions", "", 0), ("led by the victim", "", 0), ("acks=all p50", "s", 2),
+                    ("acks=all max", "s", 2), ("acks=1 p50", "s", 2), ("acks=1 max", "s", 2),
+                    ("floor (session + raw writes)", "s", 2), ("records not acknowledged", "", 0),
+                    ("longest loop stall: create", "ms", 0), ("first writes", "ms", 0),
+                    ("failover", "ms", 0)],
+                   note="The median equals the maximum when the producer sends one request per "
+                        "leader for all its partitions: the broker answers an acks=all request once "
+                        "every partition in it is replicated, as Kafka does.")
+    out = [window]
     for r in rows:
         a, b = r["acks_all"], r["acks_1"]
+        window.rows.append([r["partitions"], r["led"], a["p50"], a["max"], b["p50"], b["max"],
+                            r["floor_s"], r["acks_all_failed"] + r["acks_1_failed"],
+                            longest_stall(r["stall_create"]), longest_stall(r["stall_first_write"]),
+                            longest_stall(r["stall_failover"])])
+        out.append(Table(f"Phases at {r['partitions']} partitions, seconds after the kill",
+                         [("phase", "", 0), ("at", "s", 2)],
+                         [[name, phase_cell(v)] for name, v in r["phases"].items()]))
+    return out
 
-        def stall(key: str) -> str:
-            return f"{max((s['max_ms'] for s in r[key].values()), default=0):.0f} ms"
-        lines.append(
-            f"| {r['partitions']} | {r['led']} | {seconds(a['p50'])} / {seconds(a['p90'])} / "
-            f"{seconds(a['max'])} | {seconds(b['p50'])} / {seconds(b['p90'])} / {seconds(b['max'])} "
-            f"| {seconds(r['floor_s'])} | {a['max'] / r['floor_s']:.2f}x | {a['max'] / b['max']:.2f}x "
-            f"| {stall('stall_create')} / {stall('stall_first_write')} / {stall('stall_failover')} |")
+
+def ratios(rows: list[dict]) -> list[dict]:
+    out = []
     for r in rows:
-        lines += ["", f"Phases at {r['partitions']} partitions (seconds after the kill; the "
-                  f"victim's registration went {r['registration_deleted_s']:.2f} s after it):", "",
-                  "| phase | at |", "|---|---:|"]
-        for name, v in r["phases"].items():
-            if isinstance(v, dict):
-                v = f"p50 {seconds(v['p50'])}, p90 {seconds(v['p90'])}, max {seconds(v['max'])} (n={v['n']})"
-            elif isinstance(v, float):
-                v = seconds(v)
-            lines.append(f"| {name} | {v} |")
-    return "\n".join(lines)
+        at_all = r["acks_all"]["max"]
+        out.append(ratio(f"acks=all writable again (max), {r['partitions']} partitions", at_all,
+                         "floor: session timeout + raw multis", r["floor_s"], "s"))
+        out.append(ratio(f"acks=all writable again (max), {r['partitions']} partitions", at_all,
+                         "acks=1 writable again (max)", r["acks_1"]["max"], "s"))
+    return out
 
 
-def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
-    """A 3-node ensemble on free ports: a port range found free can be taken before
-    ZooKeeper binds it on a machine shared with other runs, so try a few."""
-    for attempt in range(attempts):
-        ensemble = Ensemble(path, nodes=3, zk_port=free_ports(1)[0] // 10 * 10)
-        try:
-            ensemble.start()
-            return ensemble
-        except EnsembleError:
-            ensemble.stop()
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
+def plots(rows: list[dict]) -> list[dict]:
+    return [{"file": "failover-window", "kind": "bar",
+             "title": "Unavailability after kill -9 of a leader, by partition count",
+             "x_label": "partitions in the topic (the victim led a third)",
+             "y_label": "seconds from the kill", "x": [r["partitions"] for r in rows],
+             "series": {"acks=all (max)": [r["acks_all"]["max"] for r in rows],
+                        "acks=1 (max)": [r["acks_1"]["max"] for r in rows],
+                        "floor: session + raw writes": [r["floor_s"] for r in rows]}}]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,11 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--request-timeout-ms", type=int, default=30000, help="the producers' (Kafka's default)")
     p.add_argument("--probe-interval-ms", type=int, default=50, help="ApiVersions loop probe interval")
-    p.add_argument("--output", default=str(ROOT / "bench-results" / "failover.json"))
+    add_output_options(p, "failover", "--output")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
     args = p.parse_args(argv)
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-failover-")
+    run = Run("failover", "Availability after kill -9 of a leader", "bin/kafka-failover-bench.sh",
+              argv)
     ensemble = start_ensemble(Path(args.dir) / "zk")
     rows = []
     try:
@@ -291,11 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(FailoverBench(args, ensemble).run_size(n))
     finally:
         ensemble.stop()
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": rows},
-                              indent=1) + "\n")
-    print(report(rows))
+    data = run.write(args.json, method=method(args), results={"runs": rows}, ratios=ratios(rows),
+                     tables=tables(rows), plots=plots(rows), note=args.note)
+    print_summary(data, args.json)
     return 0
 
 

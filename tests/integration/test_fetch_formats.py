@@ -1,4 +1,4 @@
-"""Fetch format promises on the real leader code path (Partition + on-disk Log + DataPlane, no network).
+"""Fetch format promises on the real leader code path (Partition + on-disk Log + DataApis, no network).
 
 v0/v1 readers get magic 0, v2/v3 magic 1, v4 the stored magic 2 bytes
 (what each Fetch version promises its readers); followers always get the stored bytes.  Also the
@@ -9,7 +9,8 @@ partition whose first entry does not fit the remaining budget gets nothing.
 
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import Partition
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -32,7 +33,7 @@ def plane(tmp_path):
         p = Partition(tp, 1, manager.get_or_create_log(tp, LogConfig()), lambda: 1, NoIsrChanges())
         p.make_leader(PartitionStateInfo(tp, 1, 1, 0, (1, 2), 0, (1, 2)))
         partitions[tp] = p
-    yield DataPlane(1, partitions, lambda t: True, lambda t: 1000012)
+    yield DataApis(HostedPartitions(partitions, lambda t: True), lambda t: 1000012)
     manager.close()
 
 
@@ -61,9 +62,9 @@ def fetch(plane, version, offsets, replica_id=-1, partition_max_bytes=MB, max_by
 
 def commit(plane):
     """Follower 2 fetches at the leader's LEO: the HW reaches it."""
-    fetch(plane, 4, {tp: plane.partitions[tp].log.log_end_offset for tp in TPS}, replica_id=2)
+    fetch(plane, 4, {tp: plane.replicas.get(tp).log.log_end_offset for tp in TPS}, replica_id=2)
     for tp in TPS:
-        assert plane.partitions[tp].high_watermark == plane.partitions[tp].log.log_end_offset
+        assert plane.replicas.get(tp).high_watermark == plane.replicas.get(tp).log.log_end_offset
 
 
 def magics(data):

@@ -1,4 +1,4 @@
-"""Fetch sessions (KIP-227) on the real leader code path: Partition + on-disk Log + DataPlane.
+"""Fetch sessions (KIP-227) on the real leader code path: Partition + on-disk Log + DataApis.
 
 A follower drives the leader with the replica fetcher's own FetchSessionHandler
 (no network): idle fetches carry and return no partitions, yet keep every
@@ -8,7 +8,8 @@ session falls back to a full fetch.
 
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.partition import Partition
@@ -32,7 +33,7 @@ def cluster(tmp_path):
         p = Partition(tp, 1, manager.get_or_create_log(tp, LogConfig()), lambda: 1, NoIsrChanges())
         p.make_leader(PartitionStateInfo(tp, 1, 1, 0, (1, 2), 0, (1, 2)))
         partitions[tp] = p
-    plane = DataPlane(1, partitions, lambda t: True, lambda t: 1000012, FetchSessionCache())
+    plane = DataApis(HostedPartitions(partitions, lambda t: True), lambda t: 1000012, FetchSessionCache())
     follower = Follower(plane, {tp: follower_logs.get_or_create_log(tp, LogConfig()) for tp in TPS})
     yield plane, partitions, follower
     manager.close()
@@ -84,7 +85,7 @@ def test_idle_fetches_carry_nothing_but_keep_every_follower_caught_up(cluster, m
     assert ok and set(answered) == set(TPS) and len(follower.requested()) == 4
     assert follower.session.session_id != 0
     later = max(partitions[tp].followers[2].last_caught_up_ms for tp in TPS) + 60_000
-    monkeypatch.setattr("kafka_ha.broker.data_plane.now_ms", lambda: later)
+    monkeypatch.setattr("kafka_ha.broker.data_apis.now_ms", lambda: later)
     ok, answered = follower.fetch()                       # incremental, nothing moved
     assert ok and answered == {} and follower.requested() == []
     # Every partition counted as fetched at the LEO: caught up as of this fetch.

@@ -7,7 +7,8 @@ has confirmed, and consumers never see past it.
 
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import Partition
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -25,7 +26,7 @@ def leader(tmp_path):
     log = manager.get_or_create_log(TP, LogConfig())
     partition = Partition(TP, 1, log, lambda: 1, NoIsrChanges())
     partition.make_leader(PartitionStateInfo(TP, 1, 1, 0, (1, 2, 3), 0, (1, 2, 3)))
-    plane = DataPlane(1, {TP: partition}, lambda t: True, lambda t: 1000012)
+    plane = DataApis(HostedPartitions({TP: partition}, lambda t: True), lambda t: 1000012)
     yield partition, plane
     manager.close()
 
@@ -86,7 +87,7 @@ def test_hw_does_not_advance_while_isr_is_below_min_isr(tmp_path):
     log = manager.get_or_create_log(TP, LogConfig())
     partition = Partition(TP, 1, log, lambda: 2, NoIsrChanges())
     partition.make_leader(PartitionStateInfo(TP, 1, 1, 0, (1,), 0, (1, 2, 3)))
-    plane = DataPlane(1, {TP: partition}, lambda t: True, lambda t: 1000012)
+    plane = DataApis(HostedPartitions({TP: partition}, lambda t: True), lambda t: 1000012)
     assert produce(plane, b"only-on-the-leader") == 0
     assert partition.high_watermark == 0, "a lone leader must not commit under min.insync.replicas=2"
     assert fetch(plane, -1, 0) == ([], 0)

@@ -1,11 +1,12 @@
 """Fetch requests that must not cost a broker its loop or its memory (issue: hostile input).
 
-A real leader Partition over a real Log behind the DataPlane, no network.
+A real leader Partition over a real Log behind the DataApis, no network.
 """
 import gevent
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.protocol.errors import ErrorCode
 from tests.unit.leader_setup import TP, batch, leader, open_log
 
@@ -16,7 +17,8 @@ def plane(tmp_path):
     p = leader(log_, (1,))
     for i in range(20):
         p.append_as_leader(batch(b"x" * 1000), acks=1)
-    yield DataPlane(1, {TP: p}, lambda t: t == TP.topic, lambda t: 1000012, fetch_max_bytes=10_000)
+    yield DataApis(HostedPartitions({TP: p}, lambda t: t == TP.topic), lambda t: 1000012,
+                   fetch_max_bytes=10_000)
     log_.close()
 
 
@@ -68,7 +70,7 @@ def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
         p = leader(log_, (1,))
         p.append_as_leader(batch(b"x" * 100), acks=1)
         partitions[tp] = p
-    plane = DataPlane(1, partitions, lambda t: True, lambda t: 1000012, fetch_max_bytes=10**8)
+    plane = DataApis(HostedPartitions(partitions, lambda t: True), lambda t: 1000012, fetch_max_bytes=10**8)
     ticks = []
     ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0)) for _ in range(10**6)])
     gevent.sleep(0)
@@ -88,13 +90,13 @@ def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
 def test_an_old_reader_gets_at_most_a_small_converted_answer(tmp_path, version):
     """Down-conversion for Fetch v0-3 runs record by record on the loop: the broker reads
     (and converts) at most DOWN_CONVERT_MAX_BYTES for such a reader, whatever it asks."""
-    from kafka_ha.broker.data_plane import DOWN_CONVERT_MAX_BYTES
+    from kafka_ha.broker.data_apis import DOWN_CONVERT_MAX_BYTES
 
     log_ = open_log(tmp_path)
     p = leader(log_, (1,))
     for _ in range(40):
         p.append_as_leader(batch(*[b"x" * 100] * 1000), acks=1)     # ~4.4 MB stored
-    big = DataPlane(1, {TP: p}, lambda t: True, lambda t: 1000012)
+    big = DataApis(HostedPartitions({TP: p}, lambda t: True), lambda t: 1000012)
     (error, size), = fetch(big, [(0, 2**31 - 1)], version=version, max_bytes=2**31 - 1)
     log_.close()
     assert error == ErrorCode.NONE and 0 < size <= 2 * DOWN_CONVERT_MAX_BYTES

@@ -1,11 +1,12 @@
 """The leader's Produce and ListOffsets answers when the partition changes under a request.
 
-A real Partition over a real Log behind the DataPlane, no network.
+A real Partition over a real Log behind the DataApis, no network.
 """
 import gevent
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from tests.unit.leader_setup import TP, batch, leader, open_log, state
@@ -21,12 +22,12 @@ def log_(tmp_path):
 
 
 class Broker:
-    """A DataPlane over the given partitions, with their topic's existence under the test's control."""
+    """DataApis over the given partitions, with their topic's existence under the test's control."""
 
     def __init__(self, *partitions):
         self.topics = {TP.topic}
         self.partitions = {p.tp: p for p in partitions}
-        self.plane = DataPlane(1, self.partitions, lambda t: t in self.topics, lambda t: 1000012)
+        self.plane = DataApis(HostedPartitions(self.partitions, lambda t: t in self.topics), lambda t: 1000012)
 
     def produce(self, tps=(TP,), acks=-1, timeout_ms=5000):
         """One Produce request to ``tps``: {partition: error code}."""

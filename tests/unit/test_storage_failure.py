@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.config import BrokerConfig
@@ -55,7 +56,7 @@ def produce_request(acks):
 @pytest.mark.parametrize("acks", [1, -1])
 def test_a_produce_the_leader_cannot_append_halts_before_any_answer(log_, monkeypatch, acks):
     p = partition(log_, leader=1)
-    plane = DataPlane(1, {TP: p}, lambda t: True, lambda t: 1000012)
+    plane = DataApis(HostedPartitions({TP: p}, lambda t: True), lambda t: 1000012)
     assert plane.produce(produce_request(acks), 2)["responses"][0]["partition_responses"][0]["error_code"] == 0
     woken = p.changed_event(up_to_leo=True)
     monkeypatch.setattr(os, "write", FullDisk(log_.dir, room=100))

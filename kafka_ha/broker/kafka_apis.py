@@ -1,7 +1,10 @@
-"""Dispatches decoded requests to the broker component that owns each API.
+"""The broker's request layer: each request decoded, handed to what serves its API, and answered.
 
 The protocol server calls ``handle(header, body_reader)`` once per request,
-in order per connection; each API handler returns the response body.
+in order per connection; each API handler returns the response body.  The data
+APIs (Produce, Fetch, the offset requests) go to ``data_apis``, which calls the
+replica side; LeaderAndIsr and StopReplica to the replica manager.  The
+controller's requests pass ``controller_requests``'s guard first.
 """
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import logging
 from typing import Any, Callable
 
 from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
@@ -34,9 +37,9 @@ class UnhandledApi(ProtocolError):
     """A request for an API this broker does not serve: the connection is closed."""
 
 
-class RequestHandler:
+class KafkaApis:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 data_plane: DataPlane | None = None, group_offsets: GroupOffsets | None = None,
+                 data_apis: DataApis | None = None, group_offsets: GroupOffsets | None = None,
                  auto_create: Callable[[list[str]], None] | None = None,
                  controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
                  controller_guard: ControllerRequestGuard | None = None) -> None:
@@ -50,12 +53,12 @@ class RequestHandler:
             ApiKey.STOP_REPLICA: by_correlation_id(replica_manager.stop_replica),
             ApiKey.UPDATE_METADATA: lambda b, h: metadata.update(b, h.api_version, h.correlation_id),
         }
-        if data_plane is not None:
+        if data_apis is not None:
             self.apis.update({
-                ApiKey.PRODUCE: by_version(data_plane.produce),
-                ApiKey.FETCH: by_version(data_plane.fetch),
-                ApiKey.LIST_OFFSETS: by_version(data_plane.list_offsets),
-                ApiKey.OFFSETS_FOR_LEADER_EPOCH: by_version(data_plane.offsets_for_leader_epoch),
+                ApiKey.PRODUCE: by_version(data_apis.produce),
+                ApiKey.FETCH: by_version(data_apis.fetch),
+                ApiKey.LIST_OFFSETS: by_version(data_apis.list_offsets),
+                ApiKey.OFFSETS_FOR_LEADER_EPOCH: by_version(data_apis.offsets_for_leader_epoch),
             })
         if controlled_shutdown is not None:
             self.apis[ApiKey.CONTROLLED_SHUTDOWN] = by_version(controlled_shutdown)

@@ -1,0 +1,231 @@
+"""Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch: their request layer (the
+handlers of Kafka's KafkaApis).
+
+Each handler turns a decoded request (a dict in the wire layout of its version)
+into calls on the replica side, which takes and returns model values and owns
+the partitions: ``replica_appends`` (append, acks=all), ``replica_reads`` (reads
+within limits, the long poll) and ``replica_offsets``.  What is left here is
+what the wire asks for: validating a request, the per-version fields of a
+response, fetch sessions (KIP-227, ``fetch_sessions``) and the down-conversion of
+a fetch's records for readers older than the stored format.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
+from kafka_ha.broker.cooperative import yielding
+from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
+from kafka_ha.broker.hosted_partitions import HostedPartitions
+from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
+from kafka_ha.clock import now_ms
+from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
+from kafka_ha.records.errors import RecordsError
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no transactions
+DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
+DOWN_CONVERT_MAX_BYTES = 1 << 19     # most stored bytes one answer to a Fetch v0-3 reader converts
+MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
+SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
+
+
+def fetch_problem(request: dict[str, Any], wanted: list[PartitionFetch]) -> str | None:
+    """Why a Fetch cannot be served at all, or None.
+
+    >>> fetch_problem({"max_wait_ms": 0, "min_bytes": 1}, [(("t", 0), 0, -1)])
+    'negative partition_max_bytes'
+    """
+    if request.get("isolation_level", READ_UNCOMMITTED) not in ISOLATION_LEVELS:
+        return f"isolation_level {request['isolation_level']}"
+    if request["max_wait_ms"] < 0 or request["min_bytes"] < 0 or request.get("max_bytes", 0) < 0:
+        return "negative max_wait_ms, min_bytes or max_bytes"
+    if any(limit < 0 for _, _, limit in wanted):
+        return "negative partition_max_bytes"
+    if len({tp for tp, _, _ in wanted}) != len(wanted):
+        return "a partition is listed more than once"
+    return None
+
+
+def fetch_entry(tp: TopicPartition, read: PartitionRead) -> dict[str, Any]:
+    """A partition's entry of a Fetch response."""
+    return {"partition_index": tp.partition, "error_code": read.error,
+            "high_watermark": read.high_watermark, "log_start_offset": read.log_start_offset,
+            "records": read.records}
+
+
+class DataApis:
+    def __init__(self, replicas: HostedPartitions, max_message_bytes: Callable[[str], int],
+                 fetch_sessions: FetchSessionCache | None = None,
+                 fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES) -> None:
+        self.replicas = replicas
+        self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_sessions = fetch_sessions or FetchSessionCache()
+        self._max_message_bytes = max_message_bytes
+
+    # ---- Produce --------------------------------------------------------
+
+    def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | None:
+        acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
+        # A generator: the appends take the partitions one by one, in slices.
+        entries = ((TopicPartition(topic["name"], part["index"]), part["records"])
+                   for topic in request["topic_data"] for part in topic["partition_data"])
+        results = replica_appends.append_records(self.replicas, entries, acks)
+        if acks == 0:
+            return None
+        if acks == -1:
+            replica_appends.await_replication(self.replicas, results, timeout_s)
+        by_topic: dict[str, list] = {}
+        for tp, result in results.items():
+            entry = {"index": tp.partition, "error_code": result.error, "base_offset": result.base_offset}
+            if version >= 2:
+                entry["log_append_time_ms"] = -1
+            by_topic.setdefault(tp.topic, []).append(entry)
+        response: dict[str, Any] = {"responses": [{"name": t, "partition_responses": ps}
+                                                  for t, ps in by_topic.items()]}
+        if version >= 1:
+            response["throttle_time_ms"] = 0
+        return response
+
+    # ---- Fetch --------------------------------------------------------------
+
+    def fetch(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        replica_id = request["replica_id"]
+        wanted = [(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"], p["partition_max_bytes"])
+                  for t in request["topics"] for p in t["partitions"]]
+        problem = fetch_problem(request, wanted)
+        if problem:
+            # Kafka 0.11-2.x fails to parse some of these and closes the connection;
+            # a per-partition error tells the client what is wrong instead.
+            log.info("Invalid fetch from replica %d: %s", replica_id, problem)
+            entries = [(tp, fetch_entry(tp, PartitionRead(ErrorCode.INVALID_REQUEST)))
+                       for tp in dict.fromkeys(tp for tp, _, _ in wanted)]
+            return self._fetch_response(entries, version)
+        now = now_ms()   # one clock read: the session's last use, the followers' fetch time
+        context = self._fetch_context(request, version, wanted, now)
+        if context.error:
+            return self._fetch_response([], version, context.error)
+        # In a session, every partition is read and counts as the follower's
+        # fetch, listed in this request or not: an idle partition's follower
+        # stays caught up, and its long poll still waits on all of them.
+        wanted = context.wanted
+        # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,
+        # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
+        max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
+        old_reader = version < MODERN_FETCH_VERSION and replica_id < 0   # gets its records converted
+        if old_reader:
+            # What an old reader gets is converted record by record in Python, on the
+            # loop: its answer is kept small enough that one conversion is a short
+            # stall.  Any fetch may return less than asked; the reader fetches again.
+            max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
+        params = FetchParams(replica_id, request["max_wait_ms"], request["min_bytes"], max_total,
+                             hard_max_bytes_limit=version < 3, as_stored=not old_reader)
+        reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
+        entries = [(tp, fetch_entry(tp, read)) for tp, read in reads]
+        if old_reader:
+            # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
+            # only the final answer is converted, once.
+            self._down_convert(entries, wanted, magic_for_fetch_version(version), max_total)
+        session_id = NO_SESSION
+        if context.incremental:
+            entries = context.session.select(entries)
+            session_id = context.session.session_id
+        elif context.new_session:
+            session_id = self.fetch_sessions.open(context, replica_id, entries, now)
+        return self._fetch_response(entries, version, session_id=session_id)
+
+    def _fetch_context(self, request: dict[str, Any], version: int, wanted: list[PartitionFetch],
+                       now: int) -> FetchContext:
+        if version < SESSION_FETCH_VERSION:
+            return FetchContext(wanted)
+        forgotten = [TopicPartition(t["topic"], p) for t in request["forgotten_topics_data"]
+                     for p in t["partitions"]]
+        return self.fetch_sessions.context(request["replica_id"], request["session_id"],
+                                           request["session_epoch"], wanted, forgotten, now)
+
+    @staticmethod
+    def _fetch_response(entries: list, version: int, error: int = ErrorCode.NONE,
+                        session_id: int = NO_SESSION) -> dict[str, Any]:
+        by_topic: dict[str, list] = {}
+        for tp, entry in entries:
+            if version >= 4:
+                # No transactions: everything below the HW is stable, nothing is aborted.
+                entry["last_stable_offset"] = entry["high_watermark"]
+                entry["aborted_transactions"] = []
+            by_topic.setdefault(tp.topic, []).append(entry)
+        response: dict[str, Any] = {"responses": [{"topic": t, "partitions": ps}
+                                                  for t, ps in by_topic.items()]}
+        if version >= 1:
+            response["throttle_time_ms"] = 0
+        if version >= SESSION_FETCH_VERSION:
+            response["error_code"], response["session_id"] = error, session_id
+        return response
+
+    def _down_convert(self, entries: list, wanted: list[PartitionFetch], to_magic: int,
+                      max_total: int) -> None:
+        """Rewrite each partition's records for a reader of ``to_magic`` (see records.down_convert).
+
+        Legacy entries are larger than v2 records, so the converted data of a
+        partition is cut (at an entry boundary) to what the request's limits
+        allow it, counted in converted bytes: ``partition_max_bytes`` and what
+        is left of ``max_bytes`` after the partitions before it.  It is never
+        cut below the stored size that was read (which the limits already
+        allowed), and its first entry is always sent, so the reader progresses.
+        A compressed batch is inflated no further than the larger of that limit
+        and the topic's max.message.bytes (what the leader let in): a larger one
+        is an error for that partition, not a gigabyte of memory.
+        """
+        total = 0
+        for (tp, entry), (_, offset, partition_max) in yielding(zip(entries, wanted)):
+            data = entry["records"]
+            if not data:
+                continue
+            limit = max(len(data), min(partition_max, max_total - total))
+            try:
+                entry["records"] = down_convert(
+                    data, to_magic, offset, max_bytes=limit,
+                    max_inflate=max(limit, self._max_message_bytes(tp.topic)))
+            except RecordsError as e:
+                log.warning("Cannot down-convert %s from offset %d to magic %d: %s", tp, offset, to_magic, e)
+                entry["error_code"], entry["records"] = e.code, b""
+            total += len(entry["records"])
+
+    # ---- ListOffsets and OffsetsForLeaderEpoch ------------------------------------
+
+    def list_offsets(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        replica_id = request["replica_id"]
+        topics = []
+        for topic in request["topics"]:
+            parts = []
+            for part in topic["partitions"]:
+                tp = TopicPartition(topic["name"], part["partition_index"])
+                error, offset = replica_offsets.offset_for_timestamp(self.replicas, tp, part["timestamp"],
+                                                                     replica_id)
+                if version == 0:
+                    parts.append({"partition_index": tp.partition, "error_code": error,
+                                  "old_style_offsets": [] if offset < 0 else [offset]})
+                else:
+                    parts.append({"partition_index": tp.partition, "error_code": error,
+                                  "timestamp": -1, "offset": offset})
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"topics": topics}
+
+    def offsets_for_leader_epoch(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        topics = []
+        for topic in request["topics"]:
+            parts = []
+            for part in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], part["partition"])
+                error, epoch, end = replica_offsets.end_offset_for_epoch(self.replicas, tp,
+                                                                         part["leader_epoch"])
+                entry = {"error_code": error, "partition": tp.partition, "end_offset": end}
+                if version >= 1:
+                    entry["leader_epoch"] = epoch
+                parts.append(entry)
+            topics.append({"topic": topic["topic"], "partitions": parts})
+        return {"topics": topics}
