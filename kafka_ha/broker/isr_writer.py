@@ -24,12 +24,11 @@ import time
 from typing import NamedTuple
 
 import gevent
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from kafka_ha.model import LeaderAndIsr, TopicPartition
-from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import MalformedZnode, error_text
+from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.broker_store import BrokerStore
+from kafka_ha.zk.errors import MalformedZnode, ZkBadVersion, ZkError, ZkNoNode, error_text
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +50,14 @@ class InDoubt(NamedTuple):
     reason: str
 
 
+def _describe(state: LeaderAndIsr) -> str:
+    return (f"leader {state.leader}, leader_epoch {state.leader_epoch}, isr {list(state.isr)}, "
+            f"zkVersion {state.zk_version}")
+
+
 class IsrWriter:
-    def __init__(self, zk: KazooClient, broker_id: int) -> None:
-        self.zk = zk
+    def __init__(self, store: BrokerStore, broker_id: int) -> None:
+        self.store = store
         self.broker_id = broker_id
         self._pending: set[TopicPartition] = set()
         self._first_change = 0.0
@@ -119,18 +123,16 @@ class IsrWriter:
             desired = partition.state_for_zk(new_isr)
             path = zn.TopicPartitionStateZNode.path(*partition.tp)
             try:
-                stat = self.zk.set(path, zn.TopicPartitionStateZNode.encode(desired),
-                                   version=partition.zk_version)
-                version = stat.version
-            except BadVersionError:
+                version = self.store.write_partition_state(partition.tp, desired, partition.zk_version)
+            except ZkBadVersion:
                 version = self._version_if_ours(partition, InDoubt(desired, old_isr, reason))
                 if version is None:
                     return False
-            except NoNodeError:
+            except ZkNoNode:
                 log.warning("Partition %s on broker %d: could not write ISR %s: %s does not exist",
                             partition.tp, self.broker_id, list(new_isr), path)
                 return False
-            except (KazooException, OSError) as e:
+            except (ZkError, OSError) as e:
                 log.warning("Partition %s on broker %d: writing ISR %s got no answer (%s); it may "
                             "have been applied, so %s will be read again before the next write",
                             partition.tp, self.broker_id, list(new_isr), error_text(e), path)
@@ -161,20 +163,19 @@ class IsrWriter:
         """
         path = zn.TopicPartitionStateZNode.path(*partition.tp)
         try:
-            data, stat = self.zk.get(path)
-            stored = zn.TopicPartitionStateZNode.decode(data, path, stat.version)
-        except (NoNodeError, MalformedZnode) as e:
+            stored = self.store.partition_state(partition.tp)
+        except (ZkNoNode, MalformedZnode) as e:
             log.warning("Could not re-read %s after a version conflict: %s", path, error_text(e))
             return None
-        except (KazooException, OSError) as e:
+        except (ZkError, OSError) as e:
             log.warning("Could not re-read %s after a version conflict (%s); will read it again",
                         path, error_text(e))
             self._mark_in_doubt(partition, write)
             return None
         if stored.same_content(write.desired):
-            return stat.version
+            return stored.zk_version
         log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
-                 "(%s is now %s)", partition.zk_version, path, data.decode(errors="replace"))
+                 "(%s is now %s)", partition.zk_version, path, _describe(stored))
         return None
 
     # ---- writes without an answer ----------------------------------------
@@ -188,7 +189,7 @@ class IsrWriter:
         """Re-read every partition in doubt once the connection is back."""
         while self._in_doubt:
             gevent.sleep(IN_DOUBT_RETRY_S)
-            if not self.zk.connected:
+            if not self.store.connected:
                 continue
             for partition in list(self._in_doubt):
                 with partition.isr_lock():
@@ -207,21 +208,20 @@ class IsrWriter:
             return True
         path = zn.TopicPartitionStateZNode.path(*partition.tp)
         try:
-            data, stat = self.zk.get(path)
-            stored = zn.TopicPartitionStateZNode.decode(data, path, stat.version)
-        except (NoNodeError, MalformedZnode) as e:
+            stored = self.store.partition_state(partition.tp)
+        except (ZkNoNode, MalformedZnode) as e:
             log.warning("Could not re-read %s after an unanswered ISR write: %s", path, error_text(e))
             self._end_doubt(partition)
             return True
-        except (KazooException, OSError):
+        except (ZkError, OSError):
             return False
-        if stat.version == write.desired.zk_version:
+        if stored.zk_version == write.desired.zk_version:
             pass   # not applied: the cached version is right
         elif stored.same_content(write.desired):
-            self._adopt(partition, write, stat.version)
+            self._adopt(partition, write, stored.zk_version)
         else:
             log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
-                     "(%s is now %s)", partition.zk_version, path, data.decode(errors="replace"))
+                     "(%s is now %s)", partition.zk_version, path, _describe(stored))
         self._end_doubt(partition)
         return True
 
@@ -251,10 +251,8 @@ class IsrWriter:
         changed = sorted(self._pending)
         try:
             for i in range(0, len(changed), NOTIFY_MAX_PARTITIONS):
-                self.zk.create(azn.IsrChangeNotificationZNode.PREFIX,
-                               azn.IsrChangeNotificationZNode.encode(changed[i:i + NOTIFY_MAX_PARTITIONS]),
-                               sequence=True, makepath=True)
-        except (KazooException, OSError) as e:
+                self.store.notify_isr_change(changed[i:i + NOTIFY_MAX_PARTITIONS])
+        except (ZkError, OSError) as e:
             log.warning("Could not write an ISR change notification (%s); will retry", error_text(e))
             return
         self._pending.difference_update(changed)

@@ -37,6 +37,7 @@ from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
+from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import ZkNodeExists
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class KafkaServer:
         self.config = config
         self.broker_id = config.broker_id
         self.stopped = Event()
-        self.zk = None  # the client; the controller and the ISR writer use it directly
+        self.zk = None  # the client, under the stores
         self.store: BrokerStore | None = None
         self.controller: KafkaController | None = None
         self.listener: ProtocolServer | None = None
@@ -66,7 +67,7 @@ class KafkaServer:
         # stops the start-up here with a clear error rather than serve bad data.
         self.topic_configs = TopicConfigs(self.store, cfg)
         self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
-        self.isr_writer = IsrWriter(self.zk, self.broker_id)
+        self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
@@ -96,7 +97,8 @@ class KafkaServer:
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         registration.ensure_common_paths()
-        self.controller = KafkaController(cfg, self.zk, registration.register)
+        self.controller = KafkaController(cfg, ControllerStore(self.zk, self.broker_id),
+                                          registration.register)
         self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)

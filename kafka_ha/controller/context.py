@@ -1,4 +1,4 @@
-"""The controller's cached view of the cluster.
+"""The controller's cached view of the cluster, one per controller term (term.py).
 
 Owned by the controller's event loop alone, so it needs no locks.  It caches
 what was last read from or written to ZooKeeper: live brokers, assignments,
@@ -14,7 +14,6 @@ from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
 
 class ControllerContext:
     def __init__(self) -> None:
-        self.epoch = 0
         self.live_brokers: dict[int, BrokerInfo] = {}
         self.shutting_down: set[int] = set()
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
@@ -24,9 +23,6 @@ class ControllerContext:
         # assignment: skipped (and logged) until the znode is fixed
         self.unusable: set[TopicPartition] = set()
         self.deleting_topics: set[str] = set()
-        # topic -> brokers whose StopReplica(delete) of this term is unanswered; here,
-        # not in TopicDeletion, so that it ends with the term like the rest
-        self.stop_replica_waiting: dict[str, set[int]] = {}
         # partition -> requested replicas, while a reassignment is in progress
         self.reassignments: dict[TopicPartition, tuple[int, ...]] = {}
         # topic -> partitions, kept in step with assignments for per-topic work

@@ -11,44 +11,42 @@ import logging
 
 from kafka_ha.controller import election
 from kafka_ha.controller import events as ev
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafka_ha.controller")
 
 
-class ControlledShutdown:
-    def __init__(self, controller) -> None:
-        self.c = controller
+def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest) -> None:
+    """Answer ``event.reply``; ``term`` is None when this broker is not the controller."""
+    broker = event.broker_id
+    if term is None:
+        event.reply.set({"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []})
+        return
+    ctx = term.ctx
+    if broker not in ctx.live_brokers:
+        event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
+        return
+    ctx.shutting_down.add(broker)
+    # Partitions of topics being deleted are left alone: no election for them.
+    replicated = [tp for tp in ctx.outside_deletion(ctx.replicas_on({broker}))
+                  if len(ctx.assignments[tp]) > 1 and tp in ctx.states]
+    live, shutting = ctx.live_broker_ids, ctx.shutting_down
 
-    def on_request(self, event: ev.ControlledShutdownRequest) -> None:
-        ctx = self.c.ctx
-        broker = event.broker_id
-        if not self.c.active:
-            event.reply.set({"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []})
-            return
-        if broker not in ctx.live_brokers:
-            event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
-            return
-        ctx.shutting_down.add(broker)
-        # Partitions of topics being deleted are left alone: no election for them.
-        replicated = [tp for tp in ctx.outside_deletion(ctx.replicas_on({broker}))
-                      if len(ctx.assignments[tp]) > 1 and tp in ctx.states]
-        live, shutting, epoch = ctx.live_broker_ids, ctx.shutting_down, ctx.epoch
-
-        def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
-            return election.controlled_shutdown_election(current, ctx.assignments[tp], live,
-                                                         shutting, epoch)
-        batch = self.c.new_batch()
-        # The stopping broker still receives requests, so it learns it is a follower now.
-        batch.live_brokers = dict(ctx.live_brokers)
-        changed = self.c.psm.change(replicated, decide, batch)
-        for tp in replicated:
-            if ctx.states[tp].leader != broker:
-                batch.add_stop_replica([broker], tp, delete=False)
-        batch.send(self.c.channel)
-        remaining = [tp for tp in replicated if ctx.states[tp].leader == broker]
-        log.info("Controlled shutdown of broker %d: %d partitions changed, %d still led by it",
-                 broker, len(changed), len(remaining))
-        event.reply.set({"error_code": ErrorCode.NONE, "remaining_partitions": [
-            {"topic": tp.topic, "partition": tp.partition} for tp in remaining]})
+    def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
+        return election.controlled_shutdown_election(current, ctx.assignments[tp], live,
+                                                     shutting, term.epoch)
+    batch = term.new_batch()
+    # The stopping broker still receives requests, so it learns it is a follower now.
+    batch.live_brokers = dict(ctx.live_brokers)
+    changed = term.psm.change(replicated, decide, batch)
+    for tp in replicated:
+        if ctx.states[tp].leader != broker:
+            batch.add_stop_replica([broker], tp, delete=False)
+    batch.send(term.channel)
+    remaining = [tp for tp in replicated if ctx.states[tp].leader == broker]
+    log.info("Controlled shutdown of broker %d: %d partitions changed, %d still led by it",
+             broker, len(changed), len(remaining))
+    event.reply.set({"error_code": ErrorCode.NONE, "remaining_partitions": [
+        {"topic": tp.topic, "partition": tp.partition} for tp in remaining]})

@@ -3,7 +3,9 @@
 Every broker runs one of these; the one that wins ``/controller`` is active.
 All handlers run on the event loop's single greenlet.  ZooKeeper watch
 callbacks only enqueue an event; handlers re-read ZooKeeper and re-arm the
-watch in the same call.
+watch in the same call.  What a controller holds while it is the controller
+is its term (term.py): made on election, dropped on resignation, and handed
+to every handler that needs it.
 """
 from __future__ import annotations
 
@@ -14,74 +16,71 @@ from typing import Callable
 import gevent
 from gevent.event import AsyncResult
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import SessionExpiredError
-from kazoo.protocol.states import KazooState
-
 from kafka_ha.config import BrokerConfig, topic_setting
-from kafka_ha.controller import election, events as ev
+from kafka_ha.controller import controlled_shutdown, election, events as ev
 from kafka_ha.controller.channel import ControllerChannel
 from kafka_ha.controller.context import ControllerContext
-from kafka_ha.controller.controlled_shutdown import ControlledShutdown
 from kafka_ha.controller.event_loop import EventLoop
 from kafka_ha.controller.leader_balancing import LeaderBalancing
-from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.reassignment import Reassignment
 from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.controller.topic_deletion import TopicDeletion, state_during_delete
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
-from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.controller_store import ControllerStore, Election
+from kafka_ha.zk.errors import MalformedZnode, ZkSessionExpired
+from kafka_ha.zk.mapped_client import SessionState
+from kafka_ha.zk.state_writes import ControllerMoved
 
 log = logging.getLogger("kafka_ha.controller")
 
 
 class KafkaController:
-    def __init__(self, config: BrokerConfig, zk: KazooClient | None,
-                 register_broker: Callable[[], None], store: ControllerStore | None = None,
+    def __init__(self, config: BrokerConfig, store: ControllerStore,
+                 register_broker: Callable[[], None],
                  new_channel: Callable[[], ControllerChannel] | None = None) -> None:
-        """``store`` and ``new_channel`` (called for each term's channel) default to
-        ZooKeeper through ``zk`` and sockets; unit tests pass in-memory ones."""
+        """``new_channel`` (called for each term's channel) defaults to sockets; unit tests
+        pass an in-memory store and channels."""
         self.config = config
         self.broker_id = config.broker_id
-        self.zk = zk
-        self.store = store if store is not None else ControllerStore(zk, self.broker_id)
+        self.store = store
         self._new_channel = new_channel or (lambda: ControllerChannel(
             self.broker_id, self.config["controller.socket.timeout.ms"] / 1000))
         self._register_broker = register_broker
-        self.ctx = ControllerContext()
-        self.active = False
-        self.channel: ControllerChannel | None = None
-        self.psm: PartitionStateMachine | None = None
+        self.term: ControllerTerm | None = None  # while this broker is the controller
         self._session_lost = False
-        self.balancing = LeaderBalancing(self)
-        self.deletion = TopicDeletion(self)
-        self.reassignment = Reassignment(self)
-        self.shutdowns = ControlledShutdown(self)
-        self._rebalancer: gevent.Greenlet | None = None
+        self.balancing = LeaderBalancing(self.store, config, self.read_admin_request)
+        self.deletion = TopicDeletion(self.store, config, lambda: self._watch(ev.TopicDeletion()),
+                                      self.enqueue)
+        self.reassignment = Reassignment(self.store, self.read_admin_request, self.deletion.resume)
         self.loop = EventLoop({
             ev.Startup: self._on_startup,
             ev.ControllerChange: lambda e: self._elect(),
             ev.NewSession: self._on_new_session,
             ev.SessionExpired: lambda e: self._resign("ZooKeeper session expired", touch_zk=False),
-            ev.BrokerChange: self._active_only(self._on_broker_change),
-            ev.TopicChange: self._active_only(self._on_topic_change),
-            ev.PartitionModifications: self._active_only(self._on_partition_modifications),
-            ev.IsrChangeNotification: self._active_only(self._on_isr_change_notification),
-            ev.PreferredReplicaElection: self._active_only(self.balancing.on_request),
-            ev.AutoRebalance: self._active_only(self.balancing.auto_rebalance),
-            ev.TopicDeletion: self._active_only(self.deletion.on_markers),
-            ev.StopReplicaResult: self._active_only(self.deletion.on_stop_replica_result),
-            ev.PartitionReassignment: self._active_only(self.reassignment.on_request),
-            ev.ControlledShutdownRequest: self.shutdowns.on_request,
-            ev.TopicConfigChange: self._active_only(self._on_topic_config_change),
+            ev.BrokerChange: self._in_term(self._on_broker_change),
+            ev.TopicChange: self._in_term(self._on_topic_change),
+            ev.PartitionModifications: self._in_term(self._on_partition_modifications),
+            ev.IsrChangeNotification: self._in_term(self._on_isr_change_notification),
+            ev.PreferredReplicaElection: self._in_term(self.balancing.on_request),
+            ev.AutoRebalance: self._in_term(self.balancing.auto_rebalance),
+            ev.TopicDeletion: self._in_term(self.deletion.on_markers),
+            ev.StopReplicaResult: self._in_term(self.deletion.on_stop_replica_result),
+            ev.PartitionReassignment: self._in_term(self.reassignment.on_request),
+            ev.ControlledShutdownRequest: lambda e: controlled_shutdown.on_request(self.term, e),
+            ev.TopicConfigChange: self._in_term(self._on_topic_config_change),
             ev.Shutdown: lambda e: self._resign("broker shutting down", touch_zk=True),
         }, self._on_error)
+
+    @property
+    def active(self) -> bool:
+        """Whether this broker is the controller (it has a term)."""
+        return self.term is not None
 
     # ---- lifecycle --------------------------------------------------------
 
     def start(self) -> None:
-        self.zk.add_listener(self._session_listener)
+        self.store.add_session_listener(self._session_listener)
         self.loop.start()
         self.loop.put(ev.Startup())
 
@@ -89,33 +88,30 @@ class KafkaController:
         self.loop.put(ev.Shutdown())
         self.loop.stop()
 
-    def _session_listener(self, state: str) -> None:
-        # Runs on kazoo's callback greenlet: only enqueue.
-        if state == KazooState.LOST:
+    def _session_listener(self, state: SessionState) -> None:
+        # Runs on the ZooKeeper client's callback greenlet: only enqueue.
+        if state is SessionState.LOST:
             self._session_lost = True
             self.loop.put(ev.SessionExpired())
-        elif state == KazooState.CONNECTED and self._session_lost:
+        elif state is SessionState.CONNECTED and self._session_lost:
             self._session_lost = False
             self.loop.put(ev.NewSession())
 
     def _watch(self, event: object) -> Callable:
         return lambda _watched_event: self.loop.put(event)
 
-    _ADMIN_EVENTS = {"preferred": ev.PreferredReplicaElection, "deletion": ev.TopicDeletion,
-                     "reassignment": ev.PartitionReassignment}
+    def _watch_assignment(self, topic: str) -> Callable:
+        return self._watch(ev.PartitionModifications(topic))
 
-    def watch_event(self, name: str) -> Callable:
-        """A ZooKeeper watch that enqueues the named admin event (for the admin handlers)."""
-        return self._watch(self._ADMIN_EVENTS[name]())
-
-    def read_admin_request(self, path: str, decode: Callable, watch_name: str, what: str):
-        """An admin request znode's value (None if absent), with its watch re-armed.
+    def read_admin_request(self, path: str, decode: Callable, event: object, what: str):
+        """An admin request znode's value (None if absent), with its watch (which queues
+        ``event``) re-armed.
 
         A request that cannot be parsed is reported and removed: another tool
         may then write a correct one (Kafka 2.x logs "Ignoring ... invalid json").
         """
         try:
-            value, _ = self.store.read_admin_znode(path, decode, watch=self.watch_event(watch_name))
+            value, _ = self.store.read_admin_znode(path, decode, watch=self._watch(event))
         except MalformedZnode as e:
             log.error("Ignoring and removing the %s request: %s", what, e)
             self.store.fenced_delete(path)
@@ -124,12 +120,6 @@ class KafkaController:
 
     def enqueue(self, event: object) -> None:
         self.loop.put(event)
-
-    def new_batch(self) -> RequestBatch:
-        return self._new_batch()
-
-    def resume_deletions(self) -> None:
-        self.deletion.resume()
 
     def request_controlled_shutdown(self, broker_id: int, timeout_s: float) -> dict:
         """Called by the request handler of ControlledShutdown (key 7); waits for the loop's answer."""
@@ -140,17 +130,18 @@ class KafkaController:
         except gevent.Timeout:
             return {"error_code": -1, "remaining_partitions": []}
 
-    def _active_only(self, handler: Callable) -> Callable:
+    def _in_term(self, handler: Callable[[ControllerTerm, object], None]) -> Callable:
+        """``handler(term, event)`` while this broker is the controller; nothing otherwise."""
         def run(event: object) -> None:
-            if self.active:
-                handler(event)
+            if self.term is not None:
+                handler(self.term, event)
         return run
 
     def _on_error(self, event: object, error: BaseException) -> None:
         if isinstance(error, ControllerMoved):
             self._resign(f"controller moved: {error}", touch_zk=False)
             self._elect()  # learn who the controller is and re-arm the watch
-        elif isinstance(error, SessionExpiredError):
+        elif isinstance(error, ZkSessionExpired):
             # Expected, no bug: the session listener has queued SessionExpired
             # (resign) and NewSession (re-register and re-elect) behind this event.
             log.warning("Abandoned %s: the ZooKeeper session ended (%s)", type(event).__name__,
@@ -162,13 +153,13 @@ class KafkaController:
     # ---- election -------------------------------------------------------
 
     def _on_startup(self, _event: object) -> None:
-        self.store.zk.call("the broker registration", self._register_broker)
+        self.store.run_in_session("the broker registration", self._register_broker)
         self._elect()
 
     def _on_new_session(self, _event: object) -> None:
         self._resign("new ZooKeeper session", touch_zk=False)
         # Registration is safe to repeat (it accepts a node this session owns).
-        self.store.zk.call("the broker registration", self._register_broker)
+        self.store.run_in_session("the broker registration", self._register_broker)
         self._elect()
 
     def _elect(self) -> None:
@@ -188,161 +179,117 @@ class KafkaController:
         result = self.store.try_elect()
         if result.won:
             log.info("Broker %d won the controller election at epoch %d", self.broker_id, result.epoch)
-            self._on_failover(result.epoch)
+            self._on_failover(result)
         else:
             log.info("Broker %d lost the controller election to broker %s", self.broker_id,
                      result.controller_id)
 
     def _resign(self, why: str, touch_zk: bool) -> None:
-        if not self.active:
+        term, self.term = self.term, None
+        if term is None:
             return
-        log.info("Broker %d resigns as controller (epoch %d): %s", self.broker_id, self.ctx.epoch, why)
-        self.active = False
-        if self._rebalancer is not None:
-            self._rebalancer.kill(block=False)
-            self._rebalancer = None
-        self.reassignment.started.clear()
-        if self.channel is not None:
-            self.channel.stop()
-            self.channel = None
+        log.info("Broker %d resigns as controller (epoch %d): %s", self.broker_id, term.epoch, why)
+        term.end()
         self.store.resign(delete_znode=touch_zk)  # also unties the store from this term's session
-        self.ctx = ControllerContext()
 
     # ---- failover (reference/controller.md §4, 2.x order) ----------------
 
-    def _on_failover(self, epoch: int) -> None:
+    def _on_failover(self, won: Election) -> None:
         started = time.monotonic()
-        self.ctx = ControllerContext()
-        self.ctx.epoch = epoch
-        self.active = True
-        self.psm = PartitionStateMachine(self.ctx, self.store, self.broker_id)
+        term = self.term = ControllerTerm(self.broker_id, won, self.store, self._new_channel())
+        ctx = term.ctx
         # Register watches before reading the state they guard, so that no
         # change between the read and the watch goes unnoticed.
-        self.ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
+        ctx.live_brokers = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         topics = self.store.topics(watch=self._watch(ev.TopicChange()))
-        self._load_topics(topics)
-        self.deletion.load_markers()  # before anything is sent: see outside_deletion
+        term.load_topics(topics, self._watch_assignment)
+        self.deletion.load_markers(term)  # before anything is sent: see outside_deletion
         # Everything is re-read and sent below, so pending ISR notifications are
         # stale: drop them (Kafka 2.x does the same on failover).
         for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
             self.store.fenced_delete(path)
-        self.channel = self._new_channel()
-        self.channel.set_brokers(self.ctx.live_brokers)
+        term.channel.set_brokers(ctx.live_brokers)
         loaded_ms = (time.monotonic() - started) * 1000
-        batch = self._new_batch()
+        batch = term.new_batch()
         # UpdateMetadata goes out before any LeaderAndIsr so brokers know the
         # live set first (Kafka 2.x); a batch sends its UpdateMetadata first.
-        batch.add_update_metadata(self.ctx.live_brokers, self._all_partition_infos())
+        batch.add_update_metadata(ctx.live_brokers, self._all_partition_infos(term))
         # Brokers that died while there was no controller: their partitions
         # are elected and their replicas leave the ISRs now.
-        self._bring_online(self.ctx.new_partitions(), self.ctx.partitions_with_dead_members(), batch)
-        for tp in self.ctx.outside_deletion(self.ctx.states):
-            replicas = self.ctx.assignments[tp]
-            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, self.ctx.states[tp], replicas))
-        batch.send(self.channel)
+        self._bring_online(term, ctx.new_partitions(), ctx.partitions_with_dead_members(), batch)
+        for tp in ctx.outside_deletion(ctx.states):
+            replicas = ctx.assignments[tp]
+            batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, ctx.states[tp], replicas))
+        batch.send(term.channel)
         # Then the admin work a previous controller may have left: reassignments,
         # deletions and preferred elections, in Kafka 2.x's order.
-        self.reassignment.on_request()
-        self.deletion.resume()
-        self.balancing.on_request()
+        self.reassignment.on_request(term)
+        self.deletion.resume(term)
+        self.balancing.on_request(term)
         if self.config["auto.leader.rebalance.enable"]:
-            self._rebalancer = gevent.spawn(self._rebalance_timer)
+            interval = self.config["leader.imbalance.check.interval.seconds"]
+            # Kafka's first check comes 5 s after failover.
+            term.every(min(5, interval), interval, lambda: self.loop.put(ev.AutoRebalance()))
         log.info("Controller %d epoch %d: loaded %d brokers, %d topics, %d partitions in %.0f ms; "
-                 "failover done in %.0f ms", self.broker_id, epoch, len(self.ctx.live_brokers),
-                 len(self.ctx.topics), len(self.ctx.assignments), loaded_ms,
+                 "failover done in %.0f ms", self.broker_id, term.epoch, len(ctx.live_brokers),
+                 len(ctx.topics), len(ctx.assignments), loaded_ms,
                  (time.monotonic() - started) * 1000)
 
-    def _rebalance_timer(self) -> None:
-        interval = self.config["leader.imbalance.check.interval.seconds"]
-        gevent.sleep(min(5, interval))  # Kafka's first check comes 5 s after failover
-        while True:
-            self.loop.put(ev.AutoRebalance())
-            gevent.sleep(interval)
-
-    def _on_topic_config_change(self, event: ev.TopicConfigChange) -> None:
-        if event.topic not in self.ctx.topics or event.topic in self.ctx.deleting_topics:
+    def _on_topic_config_change(self, term: ControllerTerm, event: ev.TopicConfigChange) -> None:
+        ctx = term.ctx
+        if event.topic not in ctx.topics or event.topic in ctx.deleting_topics:
             return
-        self.ctx.topic_configs.update(self.store.topic_configs([event.topic]))
+        ctx.topic_configs.update(self.store.topic_configs([event.topic]))
         # Enabling unclean election takes effect at once (Kafka 2.x's
         # TopicUncleanLeaderElectionEnable): partitions of the topic that wait for
         # an ISR member to return may elect any live replica now.
-        offline = self.ctx.offline_partitions(self.ctx.partitions_of(event.topic))
-        if offline and self._unclean_allowed(event.topic):
+        offline = ctx.offline_partitions(ctx.partitions_of(event.topic))
+        if offline and self._unclean_allowed(ctx, event.topic):
             log.info("Unclean leader election has been enabled for topic %s: electing leaders "
                      "for its offline partitions %s", event.topic, sorted(tp.partition for tp in offline))
-            batch = self._new_batch()
-            self._bring_online([], offline, batch)
-            batch.send(self.channel)
-
-    def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
-        """Read assignments, configs and states of these topics into the context."""
-        assignments = self.store.topic_assignments(
-            topics, watch_for=lambda t: self._watch(ev.PartitionModifications(t)))
-        configs = self.store.topic_configs(t for t, a in assignments.items() if a is not None)
-        added = []
-        for topic, assignment in assignments.items():
-            if assignment is None:
-                continue
-            self.ctx.topic_configs[topic] = configs.get(topic, {})
-            for p, replicas in assignment.partitions.items():
-                tp = TopicPartition(topic, p)
-                if tp not in self.ctx.assignments:
-                    self.ctx.set_assignment(tp, replicas)
-                    added.append(tp)
-        self._load_states(added)
-        return added
-
-    def _load_states(self, partitions: list[TopicPartition]) -> None:
-        for tp, stored in self.store.partition_states(partitions).items():
-            if stored is None:
-                continue  # New: the state is created when a replica is live
-            problem = (str(stored) if isinstance(stored, MalformedZnode)
-                       else election.validate_against_assignment(stored, self.ctx.assignments[tp]))
-            if problem:
-                log.error("Skipping partition %s: its state znode is unusable: %s", tp, problem)
-                self.ctx.unusable.add(tp)
-                continue
-            self.ctx.states[tp] = stored
+            batch = term.new_batch()
+            self._bring_online(term, [], offline, batch)
+            batch.send(term.channel)
 
     # ---- partition state changes ----------------------------------------
 
-    def _new_batch(self) -> RequestBatch:
-        return RequestBatch(self.broker_id, self.ctx.epoch, self.ctx.live_brokers)
-
-    def _unclean_allowed(self, topic: str) -> bool:
+    def _unclean_allowed(self, ctx: ControllerContext, topic: str) -> bool:
         return bool(topic_setting("unclean.leader.election.enable",
-                                  self.ctx.topic_configs.get(topic, {}), self.config))
+                                  ctx.topic_configs.get(topic, {}), self.config))
 
-    def _all_partition_infos(self) -> list[PartitionStateInfo]:
+    @staticmethod
+    def _all_partition_infos(term: ControllerTerm) -> list[PartitionStateInfo]:
         """For UpdateMetadata; topics being deleted with leader -2, so brokers drop them (Kafka 2.x)."""
-        deleting = self.ctx.deleting_topics
-        return [state_during_delete(self.ctx, tp) if tp.topic in deleting
-                else PartitionStateInfo.of(tp, s, self.ctx.assignments[tp])
-                for tp, s in self.ctx.states.items()]
+        ctx = term.ctx
+        return [state_during_delete(term, tp) if tp.topic in ctx.deleting_topics
+                else PartitionStateInfo.of(tp, s, ctx.assignments[tp]) for tp, s in ctx.states.items()]
 
-    def _bring_online(self, new: list[TopicPartition], offline: list[TopicPartition],
-                      batch: RequestBatch, exclude: frozenset[int] = frozenset()) -> None:
+    def _bring_online(self, term: ControllerTerm, new: list[TopicPartition],
+                      offline: list[TopicPartition], batch: RequestBatch) -> None:
         """Create states of new partitions and elect leaders for offline ones (not being deleted)."""
-        new = [tp for tp in self.ctx.outside_deletion(new) if tp not in self.ctx.unusable]
-        offline = self.ctx.outside_deletion(offline)
+        ctx = term.ctx
+        new = [tp for tp in ctx.outside_deletion(new) if tp not in ctx.unusable]
+        offline = ctx.outside_deletion(offline)
         if new:
-            self.psm.create(new, batch)
-            offline = list(dict.fromkeys(offline + self.ctx.offline_partitions(new)))
+            term.psm.create(new, batch)
+            offline = list(dict.fromkeys(offline + ctx.offline_partitions(new)))
         if offline:
-            self.psm.change(offline, self._decide_for_live(self.ctx.live_broker_ids - exclude), batch)
+            term.psm.change(offline, self._decide_for_live(term, ctx.live_broker_ids), batch)
 
-    def _decide_for_live(self, live: set[int]) -> Callable[[TopicPartition, LeaderAndIsr], election.Outcome]:
-        epoch = self.ctx.epoch
+    def _decide_for_live(self, term: ControllerTerm, live: set[int]
+                         ) -> Callable[[TopicPartition, LeaderAndIsr], election.Outcome]:
+        ctx = term.ctx
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
-            return election.on_brokers_changed(current, self.ctx.assignments[tp], live,
-                                               self._unclean_allowed(tp.topic), epoch)
+            return election.on_brokers_changed(current, ctx.assignments[tp], live,
+                                               self._unclean_allowed(ctx, tp.topic), term.epoch)
         return decide
 
     # ---- broker changes (controller.md §5) --------------------------------
 
-    def _on_broker_change(self, _event: object) -> None:
-        known = self.ctx.live_brokers
+    def _on_broker_change(self, term: ControllerTerm, _event: object) -> None:
+        ctx = term.ctx
+        known = ctx.live_brokers
         current = self.store.live_brokers(watch=self._watch(ev.BrokerChange()))
         dead = set(known) - set(current)
         new = set(current) - set(known)
@@ -353,32 +300,33 @@ class KafkaController:
             return
         log.info("Broker change: new %s, dead %s, bounced %s; live now %s", sorted(new),
                  sorted(dead), sorted(bounced), sorted(current))
-        self.ctx.live_brokers = current
+        ctx.live_brokers = current
         # A bounced broker's new incarnation did not ask to shut down: without this it
         # could never lead again (Kafka's onBrokerFailure forgets bounced ones too).
-        self.ctx.shutting_down -= dead | bounced
-        if self.ctx.unusable:
+        ctx.shutting_down -= dead | bounced
+        if ctx.unusable:
             # Give hand-edited state znodes another look: an operator may have fixed them.
-            retry, self.ctx.unusable = list(self.ctx.unusable), set()
-            self._load_states(retry)
-        self.channel.set_brokers(current)
+            retry, ctx.unusable = list(ctx.unusable), set()
+            term.load_states(retry)
+        term.channel.set_brokers(current)
         if dead or bounced:
-            self._on_broker_failure(dead | bounced)
-            self.deletion.on_broker_failure(dead | bounced)
+            self._on_broker_failure(term, dead | bounced)
+            self.deletion.on_broker_failure(term, dead | bounced)
         if new or bounced:
-            self._on_broker_startup(new | bounced)
-            self.reassignment.progress()
-            self.deletion.resume()
+            self._on_broker_startup(term, new | bounced)
+            self.reassignment.progress(term)
+            self.deletion.resume(term)
 
-    def _on_broker_failure(self, dead: set[int]) -> None:
+    def _on_broker_failure(self, term: ControllerTerm, dead: set[int]) -> None:
         started = time.monotonic()
+        ctx = term.ctx
         # Topics being deleted keep their states: a new one would send LeaderAndIsr to
         # brokers that deleted the logs already (TopicDeletion.on_broker_failure waits).
-        affected = sorted(self.ctx.outside_deletion(self.ctx.replicas_on(dead)))
-        live = self.ctx.live_broker_ids - dead
-        batch = self._new_batch()
-        batch.live_brokers = {b: i for b, i in self.ctx.live_brokers.items() if b not in dead}
-        changed = self.psm.change(affected, self._decide_for_live(live), batch)
+        affected = sorted(ctx.outside_deletion(ctx.replicas_on(dead)))
+        live = ctx.live_broker_ids - dead
+        batch = term.new_batch()
+        batch.live_brokers = {b: i for b, i in ctx.live_brokers.items() if b not in dead}
+        changed = term.psm.change(affected, self._decide_for_live(term, live), batch)
         batch.add_update_metadata(batch.live_brokers, [])
         written_ms = (time.monotonic() - started) * 1000
         led = sum(1 for s in changed.values() if s.leader >= 0)
@@ -388,77 +336,77 @@ class KafkaController:
                      "(%d with a leader) in %.0f ms; LeaderAndIsr acknowledged %.0f ms after the "
                      "event started", sorted(dead), len(affected), len(changed), led, written_ms,
                      written_ms + ms)
-        batch.send(self.channel, on_acked=acked)
+        batch.send(term.channel, on_acked=acked)
 
-    def _on_broker_startup(self, new: set[int]) -> None:
-        batch = self._new_batch()
-        infos = self._all_partition_infos()
-        batch.add_update_metadata(new, infos)
-        batch.add_update_metadata(set(self.ctx.live_brokers) - new, [])
+    def _on_broker_startup(self, term: ControllerTerm, new: set[int]) -> None:
+        ctx = term.ctx
+        batch = term.new_batch()
+        batch.add_update_metadata(new, self._all_partition_infos(term))
+        batch.add_update_metadata(set(ctx.live_brokers) - new, [])
         # Their replicas go online: each new broker learns its current role (those of
         # topics being deleted get StopReplica from deletion.resume() instead).
-        for tp in self.ctx.outside_deletion(self.ctx.replicas_on(new)):
-            state = self.ctx.states.get(tp)
+        for tp in ctx.outside_deletion(ctx.replicas_on(new)):
+            state = ctx.states.get(tp)
             if state is not None:
-                replicas = self.ctx.assignments[tp]
+                replicas = ctx.assignments[tp]
                 batch.add_leader_and_isr(new & set(replicas), PartitionStateInfo.of(tp, state, replicas),
                                          with_metadata=False)
-        self._bring_online(self.ctx.new_partitions(), self.ctx.offline_partitions(), batch)
-        batch.send(self.channel)
+        self._bring_online(term, ctx.new_partitions(), ctx.offline_partitions(), batch)
+        batch.send(term.channel)
 
     # ---- ISR changes made by leaders (controller.md §13) -------------------
 
-    def _on_isr_change_notification(self, _event: object) -> None:
+    def _on_isr_change_notification(self, term: ControllerTerm, _event: object) -> None:
+        ctx = term.ctx
         paths = self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification()))
         changed = self.store.read_isr_change_notifications(paths)
-        known = [tp for tp in changed if tp in self.ctx.assignments]
-        self._load_states(known)
-        batch = self._new_batch()
-        batch.add_update_metadata(self.ctx.live_brokers, [
-            PartitionStateInfo.of(tp, self.ctx.states[tp], self.ctx.assignments[tp])
-            for tp in self.ctx.outside_deletion(known) if tp in self.ctx.states])
-        batch.send(self.channel)
+        known = [tp for tp in changed if tp in ctx.assignments]
+        term.load_states(known)
+        batch = term.new_batch()
+        batch.add_update_metadata(ctx.live_brokers, [
+            PartitionStateInfo.of(tp, ctx.states[tp], ctx.assignments[tp])
+            for tp in ctx.outside_deletion(known) if tp in ctx.states])
+        batch.send(term.channel)
         for path in paths:
             self.store.fenced_delete(path)
-        self.reassignment.progress()
+        self.reassignment.progress(term)
         if known:
             log.info("ISR changes of %d partitions sent to brokers %s", len(known),
-                     sorted(self.ctx.live_brokers))
+                     sorted(ctx.live_brokers))
 
     # ---- topic changes (controller.md §6) ---------------------------------
 
-    def _on_topic_change(self, _event: object) -> None:
+    def _on_topic_change(self, term: ControllerTerm, _event: object) -> None:
+        ctx = term.ctx
         topics = set(self.store.topics(watch=self._watch(ev.TopicChange())))
-        gone = self.ctx.topics - topics
-        for topic in gone:
+        for topic in ctx.topics - topics:
             log.info("Topic %s is gone from /brokers/topics", topic)
-            self.ctx.remove_topic(topic)
-        created = sorted(topics - self.ctx.topics)
+            ctx.remove_topic(topic)
+        created = sorted(topics - ctx.topics)
         if created:
-            added = self._load_topics(created)
-            self._on_new_partitions(added)
+            self._on_new_partitions(term, term.load_topics(created, self._watch_assignment))
 
-    def _on_partition_modifications(self, event: ev.PartitionModifications) -> None:
-        if event.topic not in self.ctx.topics:
+    def _on_partition_modifications(self, term: ControllerTerm, event: ev.PartitionModifications) -> None:
+        if event.topic not in term.ctx.topics:
             return  # deleted meanwhile; the topic-change handler owns that
-        if event.topic in self.ctx.deleting_topics:
+        if event.topic in term.ctx.deleting_topics:
             log.info("Not adding partitions to topic %s: it is being deleted", event.topic)
             return
-        added = self._load_topics([event.topic])
+        added = term.load_topics([event.topic], self._watch_assignment)
         if added:
             log.info("Partitions added to topic %s: %s", event.topic, [tp.partition for tp in added])
-            self._on_new_partitions(added)
+            self._on_new_partitions(term, added)
 
-    def _on_new_partitions(self, added: list[TopicPartition]) -> None:
-        batch = self._new_batch()
-        new = [tp for tp in added if tp not in self.ctx.states]
-        offline = self.ctx.offline_partitions(added)
-        self._bring_online(new, offline, batch)
+    def _on_new_partitions(self, term: ControllerTerm, added: list[TopicPartition]) -> None:
+        ctx = term.ctx
+        batch = term.new_batch()
+        new = [tp for tp in added if tp not in ctx.states]
+        self._bring_online(term, new, ctx.offline_partitions(added), batch)
         # States adopted from ZooKeeper (created by an earlier controller) are
         # sent too; requests are keyed by partition, so nothing goes twice.
         for tp in added:
-            state = self.ctx.states.get(tp)
+            state = ctx.states.get(tp)
             if state is not None:
-                replicas = self.ctx.assignments[tp]
+                replicas = ctx.assignments[tp]
                 batch.add_leader_and_isr(replicas, PartitionStateInfo.of(tp, state, replicas))
-        batch.send(self.channel)
+        batch.send(term.channel)

@@ -17,8 +17,9 @@ from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.state_change_log import StateChangeBatch
-from kafka_ha.zk.controller_store import MULTI_CHUNK, ControllerMoved, ControllerStore
+from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.state_writes import MULTI_CHUNK, ControllerMoved
 
 log = logging.getLogger("kafka_ha.controller")
 
@@ -43,10 +44,12 @@ def _fmt(s: LeaderAndIsr) -> str:
 
 
 class PartitionStateMachine:
-    def __init__(self, ctx: ControllerContext, store: ControllerStore, controller_id: int) -> None:
+    def __init__(self, ctx: ControllerContext, store: ControllerStore, controller_id: int,
+                 epoch: int) -> None:
         self.ctx = ctx
         self.store = store
         self.controller_id = controller_id
+        self.epoch = epoch  # the controller term's, written into every state
         self.zk_writes = 0
 
     def change(self, partitions: Iterable[TopicPartition], decide: Decide,
@@ -124,9 +127,9 @@ class PartitionStateMachine:
                 # (mid-reassignment the ISR may still name old replicas)
                 self._skip_unreadable(tp, problem)
                 continue
-            if stored.controller_epoch > self.ctx.epoch:
+            if stored.controller_epoch > self.epoch:
                 raise ControllerMoved(f"partition {tp} was written by controller epoch "
-                                      f"{stored.controller_epoch} > ours {self.ctx.epoch}")
+                                      f"{stored.controller_epoch} > ours {self.epoch}")
             if tp in decisions and stored.same_content(decisions[tp]):
                 # Our write went through but its reply was lost (KAFKA-1382).
                 self._record(tp, stored, reasons[tp], batch, lines)
@@ -148,7 +151,7 @@ class PartitionStateMachine:
                 batch: RequestBatch, lines: StateChangeBatch) -> None:
         old = self.ctx.states.get(tp)
         self.ctx.states[tp] = written
-        text = (f"Controller {self.controller_id} epoch {self.ctx.epoch} changed partition {tp} "
+        text = (f"Controller {self.controller_id} epoch {self.epoch} changed partition {tp} "
                 f"from {_fmt(old) if old else 'NewPartition'} to {_fmt(written)}: {outcome.reason}")
         if outcome.unclean:
             lines.warning(text)
@@ -163,7 +166,7 @@ class PartitionStateMachine:
         live = self.ctx.live_broker_ids
         creates = {}
         for tp in partitions:
-            state = election.initial_state(self.ctx.assignments[tp], live, self.ctx.epoch)
+            state = election.initial_state(self.ctx.assignments[tp], live, self.epoch)
             if state is None:
                 log.info("Partition %s has no live replica among %s; it stays new", tp,
                          list(self.ctx.assignments[tp]))

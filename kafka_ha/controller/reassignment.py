@@ -12,10 +12,14 @@ OAR, so a new controller can resume), and remove the partition from
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
-from kafka_ha.controller import election
+from kafka_ha.controller import election, events as ev
+from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import MalformedZnode
 
 log = logging.getLogger("kafka_ha.controller")
@@ -23,23 +27,27 @@ PATH = azn.ReassignPartitionsZNode.PATH
 
 
 class Reassignment:
-    def __init__(self, controller) -> None:
-        self.c = controller
-        self.started: set[TopicPartition] = set()
+    def __init__(self, store: ControllerStore, read_request: Callable,
+                 on_finished: Callable[[ControllerTerm], None]) -> None:
+        """``read_request`` is the controller's ``read_admin_request``; ``on_finished(term)``
+        runs when reassignments have completed (deletions waiting for them may go on)."""
+        self.store = store
+        self._read_request = read_request
+        self._on_finished = on_finished
 
     # ---- requests -------------------------------------------------------
 
-    def on_request(self, _event: object = None) -> None:
-        ctx = self.c.ctx
-        wanted = self.c.read_admin_request(PATH, azn.ReassignPartitionsZNode.decode, "reassignment",
-                                           "partition reassignment")
+    def on_request(self, term: ControllerTerm, _event: object = None) -> None:
+        ctx = term.ctx
+        wanted = self._read_request(PATH, azn.ReassignPartitionsZNode.decode,
+                                    ev.PartitionReassignment(), "partition reassignment")
         if wanted is None:
             return
         rejected = []
         for tp, replicas in wanted.items():
             if tp in ctx.reassignments:
                 continue
-            problem = self._problem(tp, tuple(replicas))
+            problem = self._problem(ctx, tp, tuple(replicas))
             if problem:
                 log.error("Rejecting reassignment of partition %s to %s: %s", tp, list(replicas), problem)
                 rejected.append(tp)
@@ -48,10 +56,10 @@ class Reassignment:
                 log.info("Reassignment of partition %s from %s to %s requested", tp,
                          list(ctx.assignments[tp]), list(replicas))
         self._remove_from_znode(rejected)
-        self.progress()
+        self.progress(term)
 
-    def _problem(self, tp: TopicPartition, replicas: tuple[int, ...]) -> str | None:
-        ctx = self.c.ctx
+    @staticmethod
+    def _problem(ctx: ControllerContext, tp: TopicPartition, replicas: tuple[int, ...]) -> str | None:
         if tp.topic not in ctx.topics:
             return f"topic {tp.topic} doesn't exist"
         if tp not in ctx.assignments:
@@ -66,47 +74,47 @@ class Reassignment:
 
     # ---- progress -----------------------------------------------------------
 
-    def progress(self) -> None:
+    def progress(self, term: ControllerTerm) -> None:
         """Advance every reassignment as far as it can go now (called on each relevant event)."""
-        ctx = self.c.ctx
+        ctx = term.ctx
         finished = []
         for tp, rar in list(ctx.reassignments.items()):
             if tp not in ctx.states:
                 continue
             unregistered = [b for b in rar if b not in ctx.live_brokers]
-            if tp not in self.started:
+            if tp not in term.reassignments_started:
                 if unregistered:
                     log.info("Reassignment of %s waits for brokers %s to register", tp, unregistered)
                     continue
-                self._start(tp, rar)
-            elif set(rar) <= set(ctx.states[tp].isr) and not unregistered and self._finish(tp, rar):
+                self._start(term, tp, rar)
+            elif set(rar) <= set(ctx.states[tp].isr) and not unregistered and self._finish(term, tp, rar):
                 finished.append(tp)
         if finished:
             self._remove_from_znode(finished)
-            self.c.resume_deletions()
+            self._on_finished(term)
 
-    def _start(self, tp: TopicPartition, rar: tuple[int, ...]) -> None:
-        ctx = self.c.ctx
-        oar = ctx.assignments[tp]
+    def _start(self, term: ControllerTerm, tp: TopicPartition, rar: tuple[int, ...]) -> None:
+        oar = term.ctx.assignments[tp]
         union = oar + tuple(r for r in rar if r not in oar)
         if union != oar:
-            self._write_assignment(tp, union)
+            self._write_assignment(term.ctx, tp, union)
         # Epoch +1 with AR = OAR + RAR: the new replicas start following.
-        self._change([tp], lambda tp_, cur: election.Outcome(
-            LeaderAndIsr(cur.leader, cur.leader_epoch + 1, cur.isr, ctx.epoch),
+        term.change_states([tp], lambda tp_, cur: election.Outcome(
+            LeaderAndIsr(cur.leader, cur.leader_epoch + 1, cur.isr, term.epoch),
             f"reassignment to {list(rar)} started: replicas {list(union)}"))
-        self.started.add(tp)
+        term.reassignments_started.add(tp)
 
-    def _finish(self, tp: TopicPartition, rar: tuple[int, ...]) -> bool:
+    def _finish(self, term: ControllerTerm, tp: TopicPartition, rar: tuple[int, ...]) -> bool:
         """Complete the reassignment; False while none of the new replicas can lead."""
-        ctx = self.c.ctx
+        ctx = term.ctx
         old = [r for r in ctx.assignments[tp] if r not in rar]
         live = ctx.live_broker_ids
         state = ctx.states[tp]
         # The leader moves into RAR while AR still holds OAR + RAR (a leader from
         # OAR is legal until then).
         if state.leader not in rar or state.leader not in live:
-            self._change([tp], lambda tp_, cur: election.reassignment_election(cur, rar, live, ctx.epoch))
+            term.change_states([tp], lambda tp_, cur: election.reassignment_election(cur, rar, live,
+                                                                                     term.epoch))
             state = ctx.states.get(tp)
             if state is None or state.leader not in rar or state.leader not in live:
                 # Going on would shrink the ISR to RAR under a leader outside it and
@@ -118,41 +126,36 @@ class Reassignment:
         # Then AR := RAR and the ISR shrinks to it with a new epoch: the
         # LeaderAndIsr names only RAR, so old replicas cannot rejoin the ISR.
         ctx.set_assignment(tp, rar)
-        self._change([tp], lambda tp_, cur: election.Outcome(
+        term.change_states([tp], lambda tp_, cur: election.Outcome(
             LeaderAndIsr(cur.leader, cur.leader_epoch + 1, tuple(r for r in cur.isr if r in rar),
-                         ctx.epoch), f"reassignment: old replicas {old} leave the ISR"))
-        self._write_assignment(tp, rar)
-        batch = self.c.new_batch()
+                         term.epoch), f"reassignment: old replicas {old} leave the ISR"))
+        self._write_assignment(ctx, tp, rar)
+        batch = term.new_batch()
         for b in old:
             batch.add_stop_replica([b], tp, delete=True)
         # Step 12: every broker's metadata shows the new replica list.
         batch.add_update_metadata(ctx.live_brokers, [PartitionStateInfo.of(tp, ctx.states[tp], rar)])
-        batch.send(self.c.channel)
-        self.started.discard(tp)
+        batch.send(term.channel)
+        term.reassignments_started.discard(tp)
         del ctx.reassignments[tp]
         log.info("Reassignment of partition %s to %s completed", tp, list(rar))
         return True
 
-    def _change(self, tps: list[TopicPartition], decide) -> None:
-        batch = self.c.new_batch()
-        self.c.psm.change(tps, decide, batch)
-        batch.send(self.c.channel)
-
-    def _write_assignment(self, tp: TopicPartition, replicas: tuple[int, ...]) -> None:
-        ctx = self.c.ctx
+    def _write_assignment(self, ctx: ControllerContext, tp: TopicPartition,
+                          replicas: tuple[int, ...]) -> None:
         ctx.set_assignment(tp, replicas)
         partitions = {p.partition: ctx.assignments[p] for p in ctx.partitions_of(tp.topic)}
-        self.c.store.write_assignment(tp.topic, partitions)
+        self.store.write_assignment(tp.topic, partitions)
 
     def _remove_from_znode(self, done: list[TopicPartition]) -> None:
         if not done:
             return
         try:
-            current, _ = self.c.store.read_admin_znode(PATH, azn.ReassignPartitionsZNode.decode)
+            current, _ = self.store.read_admin_znode(PATH, azn.ReassignPartitionsZNode.decode)
         except MalformedZnode:
             current = None
         remaining = {tp: r for tp, r in (current or {}).items() if tp not in done}
         if remaining:
-            self.c.store.fenced_set(PATH, azn.ReassignPartitionsZNode.encode(remaining))
+            self.store.fenced_set(PATH, azn.ReassignPartitionsZNode.encode(remaining))
         elif current is not None:
-            self.c.store.fenced_delete(PATH)
+            self.store.fenced_delete(PATH)

@@ -11,57 +11,68 @@ Until it is gone, a topic being deleted takes part in no election and gets no
 LeaderAndIsr (``ControllerContext.outside_deletion``), and every UpdateMetadata
 announces its partitions with leader -2 (``state_during_delete``).
 
-What waits for StopReplica answers lives in the controller context, which each
-controller term starts afresh: a controller that resigns and is elected again
-restarts every deletion, and answers to an earlier term's requests are ignored.
+What waits for StopReplica answers belongs to the controller term that sent the
+requests (``ControllerTerm.deletions_waiting``): a controller that resigns and
+is elected again restarts every deletion, and answers to an earlier term's
+requests are ignored.
 """
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
+from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
-from kafka_ha.controller.context import ControllerContext
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.model import LEADER_DURING_DELETE, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import admin_znodes as azn
+from kafka_ha.zk.controller_store import ControllerStore
 
 log = logging.getLogger("kafka_ha.controller")
 
 
-def state_during_delete(ctx: ControllerContext, tp: TopicPartition) -> PartitionStateInfo:
+def state_during_delete(term: ControllerTerm, tp: TopicPartition) -> PartitionStateInfo:
     """How UpdateMetadata announces a partition of a topic being deleted: brokers drop it."""
-    return PartitionStateInfo(tp, ctx.epoch, LEADER_DURING_DELETE, -1, (), -1, ctx.assignments[tp])
+    return PartitionStateInfo(tp, term.epoch, LEADER_DURING_DELETE, -1, (), -1,
+                              term.ctx.assignments[tp])
 
 
 class TopicDeletion:
-    def __init__(self, controller) -> None:
-        self.c = controller
+    def __init__(self, store: ControllerStore, config: BrokerConfig,
+                 watch_markers: Callable[[], Callable], enqueue: Callable[[object], None]) -> None:
+        """``watch_markers()`` makes the watch on the markers; ``enqueue`` puts an event on
+        the controller's queue (StopReplica answers arrive on the channel's greenlets)."""
+        self.store = store
+        self.config = config
+        self._watch_markers = watch_markers
+        self._enqueue = enqueue
 
-    def on_markers(self, _event: object = None) -> None:
-        self.load_markers()
-        self.resume()
+    def on_markers(self, term: ControllerTerm, _event: object = None) -> None:
+        self.load_markers(term)
+        self.resume(term)
 
-    def load_markers(self) -> None:
-        """Read the deletion markers (re-arming their watch) into the context's topics being deleted."""
-        ctx = self.c.ctx
-        markers = set(self.c.store.deletion_markers(watch=self.c.watch_event("deletion")))
+    def load_markers(self, term: ControllerTerm) -> None:
+        """Read the deletion markers (re-arming their watch) into the term's topics being deleted."""
+        ctx = term.ctx
+        markers = set(self.store.deletion_markers(watch=self._watch_markers()))
         for topic in sorted(markers - ctx.deleting_topics):
             if topic not in ctx.topics:
                 log.info("Removing the deletion marker of unknown topic %s", topic)
-                self.c.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
-            elif not self.c.config["delete.topic.enable"]:
+                self.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
+            elif not self.config["delete.topic.enable"]:
                 log.warning("Topic %s was marked for deletion but delete.topic.enable is false; "
                             "removing the marker (Kafka 2.x behaviour)", topic)
-                self.c.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
+                self.store.fenced_delete(azn.DeleteTopicZNode.path(topic))
             else:
                 log.info("Topic %s is marked for deletion", topic)
                 ctx.deleting_topics.add(topic)
 
-    def resume(self) -> None:
+    def resume(self, term: ControllerTerm) -> None:
         """Start (or restart) every deletion whose replicas are all on live brokers."""
-        ctx = self.c.ctx
+        ctx = term.ctx
         for topic in sorted(ctx.deleting_topics):
-            if topic in ctx.stop_replica_waiting:
+            if topic in term.deletions_waiting:
                 continue
             partitions = ctx.partitions_of(topic)
             if any(tp in ctx.reassignments for tp in partitions):
@@ -72,30 +83,29 @@ class TopicDeletion:
             if dead:
                 log.info("Deletion of topic %s waits for brokers %s, which hold replicas", topic, dead)
                 continue
-            self._start(topic, partitions, replicas)
+            self._start(term, topic, partitions, replicas)
 
-    def _start(self, topic: str, partitions: list[TopicPartition], replicas: set[int]) -> None:
-        ctx = self.c.ctx
-        batch = self.c.new_batch()
-        batch.add_update_metadata(ctx.live_brokers, [state_during_delete(ctx, tp) for tp in partitions])
+    def _start(self, term: ControllerTerm, topic: str, partitions: list[TopicPartition],
+               replicas: set[int]) -> None:
+        ctx = term.ctx
+        batch = term.new_batch()
+        batch.add_update_metadata(ctx.live_brokers, [state_during_delete(term, tp) for tp in partitions])
         for tp in partitions:
             batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
-        ctx.stop_replica_waiting[topic] = set(replicas)
-        epoch = ctx.epoch
-        batch.send(self.c.channel, on_stop_replica=lambda broker, response: self.c.enqueue(
-            ev.StopReplicaResult(topic, broker, response, epoch)))
+        term.deletions_waiting[topic] = set(replicas)
+        batch.send(term.channel, on_stop_replica=lambda broker, response: self._enqueue(
+            ev.StopReplicaResult(topic, broker, response, term.epoch)))
         log.info("Deletion of topic %s started: StopReplica(delete) sent to brokers %s", topic,
                  sorted(replicas))
 
-    def on_stop_replica_result(self, event: ev.StopReplicaResult) -> None:
-        ctx = self.c.ctx
-        if event.controller_epoch != ctx.epoch:
+    def on_stop_replica_result(self, term: ControllerTerm, event: ev.StopReplicaResult) -> None:
+        if event.controller_epoch != term.epoch:
             # Queued before this controller resigned: the new term sends its own requests.
             log.info("Ignoring the StopReplica answer of broker %d for topic %s from controller "
                      "epoch %d; the current epoch is %d", event.broker, event.topic,
-                     event.controller_epoch, ctx.epoch)
+                     event.controller_epoch, term.epoch)
             return
-        waiting = ctx.stop_replica_waiting.get(event.topic)
+        waiting = term.deletions_waiting.get(event.topic)
         if waiting is None:
             return
         response = event.response or {}
@@ -103,20 +113,19 @@ class TopicDeletion:
         if response.get("error_code", -1) != ErrorCode.NONE or errors:
             log.warning("Broker %d failed to delete replicas of %s (%s); will retry", event.broker,
                         event.topic, response)
-            del ctx.stop_replica_waiting[event.topic]  # retried on the next resume
+            del term.deletions_waiting[event.topic]  # retried on the next resume
             return
         waiting.discard(event.broker)
         if waiting:
             return
-        del ctx.stop_replica_waiting[event.topic]
-        self.c.store.delete_topic_znodes(event.topic)
-        ctx.deleting_topics.discard(event.topic)
-        ctx.remove_topic(event.topic)
+        del term.deletions_waiting[event.topic]
+        self.store.delete_topic_znodes(event.topic)
+        term.ctx.deleting_topics.discard(event.topic)
+        term.ctx.remove_topic(event.topic)
         log.info("Deletion of topic %s successfully completed", event.topic)
 
-    def on_broker_failure(self, dead: set[int]) -> None:
+    def on_broker_failure(self, term: ControllerTerm, dead: set[int]) -> None:
         """A broker died mid-deletion: its answer will not come; restart when it returns."""
-        waiting_by_topic = self.c.ctx.stop_replica_waiting
-        for topic, waiting in list(waiting_by_topic.items()):
+        for topic, waiting in list(term.deletions_waiting.items()):
             if waiting & dead:
-                del waiting_by_topic[topic]
+                del term.deletions_waiting[topic]

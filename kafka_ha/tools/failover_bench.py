@@ -17,9 +17,10 @@ a real 3-node ZooKeeper ensemble and real broker processes):
    LeaderAndIsr applied on each survivor, follower truncation done, the new
    leader's high watermark at its epoch's start (the ISR confirmed it), the
    first acks=all acknowledgement;
-5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus raw kazoo
-   rewriting the same state znodes with pipelined multis (after everything else,
-   since it bumps their versions).
+5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus the time
+   ZooKeeper takes to rewrite the same state znodes unchanged in pipelined multis
+   (``BenchStore.rewrite_unchanged``; after everything else, since it bumps their
+   versions).
 
 Results go to ``--json`` (default bench-results/failover.json, see kafka_ha/bench_results.py)
 and, as Markdown tables, to stdout.
@@ -36,20 +37,17 @@ import threading
 import time
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
-from kafka_ha.model import TopicAssignment, TopicPartition
+from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
-from kafka_ha.tools.controller_bench import (Bench as ControllerBench, free_ports, progress,
+from kafka_ha.tools.controller_bench import (ZK_CONNECTION_TIMEOUT_MS, ZK_SESSION_TIMEOUT_MS,
+                                             Bench as ControllerBench, free_ports, progress,
                                              start_ensemble, wait_for)
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble
-from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.bench_store import BenchStore
-from kafka_ha.zk.multi_read import get_many
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "failover"
@@ -88,29 +86,29 @@ class FailoverBench:
         self.args = args
         self.ensemble = ensemble
 
-    def cluster(self, name: str) -> tuple[LocalCluster, KazooClient]:
-        chroot = f"/{name}-{int(time.time())}"
-        root = KazooClient(self.ensemble.connect_string)
-        root.start()
-        root.ensure_path(chroot)
-        root.stop()
-        connect = self.ensemble.connect_string + chroot
-        cluster = LocalCluster(Path(self.args.dir) / name, brokers=3, zk_connect=connect,
-                               zk_session_timeout_ms=self.args.session_timeout_ms,
-                               broker_ports=free_ports(3),
-                               overrides={"auto.leader.rebalance.enable": False,
-                                          "min.insync.replicas": 2})
-        cluster.start()
-        zk = KazooClient(connect)
-        zk.start()
-        wait_for(lambda: len(zk.get_children("/brokers/ids")) == 3, 60, "3 registered brokers")
-        wait_for(lambda: zk.exists("/controller"), 60, "a controller")
+    def cluster(self, name: str) -> tuple[LocalCluster, BenchStore]:
+        connect = f"{self.ensemble.connect_string}/{name}-{int(time.time())}"
+        # Connecting creates the chroot, before the brokers start.
+        zk = BenchStore.connect(connect, ZK_SESSION_TIMEOUT_MS, ZK_CONNECTION_TIMEOUT_MS)
+        try:
+            cluster = LocalCluster(Path(self.args.dir) / name, brokers=3, zk_connect=connect,
+                                   zk_session_timeout_ms=self.args.session_timeout_ms,
+                                   broker_ports=free_ports(3),
+                                   overrides={"auto.leader.rebalance.enable": False,
+                                              "min.insync.replicas": 2})
+            cluster.start()
+            wait_for(lambda: len(zk.live_broker_ids()) == 3, 60, "3 registered brokers")
+            wait_for(lambda: zk.controller_id() is not None, 60, "a controller")
+        except BaseException:
+            zk.close()
+            raise
         return cluster, zk
 
-    def states(self, zk: KazooClient, n: int) -> dict[int, object]:
-        paths = {zn.TopicPartitionStateZNode.path(TOPIC, p): p for p in range(n)}
-        return {paths[path]: zn.TopicPartitionStateZNode.decode(v[0], path, v[1].version)
-                for path, v in get_many(zk, paths).items() if v is not None}
+    @staticmethod
+    def states(zk: BenchStore, n: int) -> dict[int, LeaderAndIsr]:
+        """The state of each of the topic's partitions that has one."""
+        return {tp.partition: state for tp, state in
+                zk.partition_states(TopicPartition(TOPIC, p) for p in range(n)).items()}
 
     def produce_all(self, bootstrap: str, partitions: list[int], acks: str) -> dict:
         producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms)
@@ -128,24 +126,19 @@ class FailoverBench:
             with probe:
                 row.update(self.create_and_write(cluster, zk, n, probe))
                 row.update(self.failover(cluster, zk, n, probe))
-            row["floor_write_ms"] = self.floor(cluster.connect_string, n)
+            row["floor_write_ms"] = ControllerBench.floor(None, zk, [TopicPartition(TOPIC, p)
+                                                                     for p in range(n)])
             row["floor_s"] = self.args.session_timeout_ms / 1000 + row["floor_write_ms"] / 1000
         finally:
-            zk.stop()
+            zk.close()
             cluster.stop()
             if not self.args.keep:
                 shutil.rmtree(cluster.dir, ignore_errors=True)
         return row
 
-    def floor(self, connect: str, n: int) -> float:
-        """Milliseconds for the controller bench's floor: the same state znodes rewritten raw."""
-        with BenchStore.connect(connect, self.args.session_timeout_ms, 30000) as store:
-            return ControllerBench.floor(None, store, [TopicPartition(TOPIC, p) for p in range(n)])
-
-    def create_and_write(self, cluster: LocalCluster, zk: KazooClient, n: int, probe: LoopProbe) -> dict:
+    def create_and_write(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe) -> dict:
         started = time.time()
-        zk.create(zn.TopicZNode.path(TOPIC), zn.TopicZNode.encode(
-            TopicAssignment(TOPIC, assign_replicas([1, 2, 3], n, 3))))
+        zk.create_assignments([TopicAssignment(TOPIC, assign_replicas([1, 2, 3], n, 3))])
         wait_for(lambda: len(self.states(zk, n)) == n, 600, f"{n} state znodes")
         progress(f"controller created {n} partitions in {time.time() - started:.2f} s")
         # The brokers take LeaderAndIsr for every partition; wait until each answers
@@ -162,8 +155,8 @@ class FailoverBench:
                 "stall_create": probe.summary(started, created),
                 "stall_first_write": probe.summary(created, written)}
 
-    def failover(self, cluster: LocalCluster, zk: KazooClient, n: int, probe: LoopProbe) -> dict:
-        controller = zn.ControllerZNode.decode(zk.get("/controller")[0])
+    def failover(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe) -> dict:
+        controller = zk.controller_id()
         states = self.states(zk, n)
         led = {b: [p for p, s in states.items() if s.leader == b] for b in cluster.broker_ids}
         victim = max((b for b in cluster.broker_ids if b != controller), key=lambda b: len(led[b]))
@@ -179,7 +172,7 @@ class FailoverBench:
         def watch(_event) -> None:
             deleted_at.append(time.time())
             deleted.set()
-        zk.exists(zn.BrokerIdZNode.path(victim), watch=watch)
+        zk.watch_registration(victim, watch)
         victim_stall = probe.summary(time.time() - 10)
         probe.stop_broker(victim)
         killed_at = time.time()

@@ -1,43 +1,34 @@
-"""The controller's ZooKeeper operations: election, epoch fencing, batched state writes.
+"""The controller's ZooKeeper operations: election, reads, and the fenced writes of its term.
 
 It reports outcomes (written, conflict, missing, malformed) and never decides
 policy; the controller decides.  Every write the controller makes after it won
-is fenced: it goes into a multi that first checks the version of
-``/controller_epoch``.  A failed check means another controller has taken over
-since, and raises ``ControllerMoved`` so that this one resigns (KAFKA-6082).
+is fenced (:mod:`kafka_ha.zk.state_writes`, which also writes the partition
+states in batches): a write after another controller took over raises
+``ControllerMoved``, so that this one resigns (KAFKA-6082).
 Every request goes through a ``SessionBoundClient``: a connection loss makes
 it wait for the next connection and go again, within the controller's session.
+Failures are the project's errors (:mod:`kafka_ha.zk.errors`); the end of the
+session is ZkSessionExpired.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
-                              RolledBackError, RuntimeInconsistency, SessionExpiredError)
 
 from kafka_ha.clock import now_ms
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.errors import (MalformedZnode, ZkBadVersion, ZkConnectionLost, ZkError,
+                                ZkNodeExists, ZkNoNode, translated)
+from kafka_ha.zk.mapped_client import SessionState
 from kafka_ha.zk.session_bound import SessionBoundClient
+from kafka_ha.zk.state_writes import MULTI_CHUNK, FencedWrites
 
 log = logging.getLogger("kafka_ha.controller")
-
-# ZooKeeper refuses requests over jute.maxbuffer (1 MiB); a state set op is
-# about 150 bytes, so 1,000 ops per multi stays far below it.
-MULTI_CHUNK = 1000
-
-
-_CONFLICT = object()  # the znode changed underneath: re-read and decide again
-_RETRY = object()  # rolled back because another op of the multi failed
-
-
-class ControllerMoved(Exception):
-    """Another broker is the controller now; this one must resign."""
-
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Election:
@@ -47,20 +38,21 @@ class Election:
     epoch_zk_version: int = -1
 
 
-@dataclass
-class WriteResult:
-    """Outcome of a batch of conditional writes, per partition."""
-
-    written: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    conflicts: list[TopicPartition] = field(default_factory=list)
-    failed: dict[TopicPartition, str] = field(default_factory=dict)
-
-
-class ControllerStore:
+class ControllerStore(FencedWrites):
     def __init__(self, client: KazooClient, broker_id: int) -> None:
-        self.zk = SessionBoundClient(client)
+        super().__init__(SessionBoundClient(client))
         self.broker_id = broker_id
-        self.epoch_zk_version = -1
+
+    # ---- the session ----------------------------------------------------
+
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        """Call ``listener`` (which must not block) with each change of the session's state."""
+        self.zk.add_session_listener(listener)
+
+    def run_in_session(self, what: str, send: Callable[[], T]) -> T:
+        """Run ``send``, requests that are safe to repeat (the broker registration), as the
+        store runs its own: sent again after a connection loss, never in a later session."""
+        return self.zk.call(what, send)
 
     # ---- election -------------------------------------------------------
 
@@ -72,7 +64,7 @@ class ControllerStore:
         try:
             data, _ = self.zk.get(zn.ControllerZNode.PATH)
             return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return None
         except MalformedZnode as e:
             log.error("Ignoring malformed controller znode: %s", e)
@@ -93,8 +85,8 @@ class ControllerStore:
                      version=version)
         try:
             results = txn.commit()
-        except ConnectionLoss:
-            results = [ConnectionLoss()]
+        except ZkConnectionLost as lost:
+            results = [lost]
         if not any(isinstance(r, Exception) for r in results):
             self.epoch_zk_version = results[1].version
             self.zk.bind()  # the term lasts as long as this session
@@ -114,7 +106,7 @@ class ControllerStore:
                     or registration.ephemeralOwner != session:
                 return False
             self.zk.delete(zn.ControllerZNode.PATH, version=stat.version)
-        except (NoNodeError, BadVersionError, MalformedZnode):
+        except (ZkNoNode, ZkBadVersion, MalformedZnode):
             return False
         log.info("Deleted /controller left by the previous process of broker %d (session 0x%x)",
                  self.broker_id, stat.ephemeralOwner)
@@ -123,12 +115,12 @@ class ControllerStore:
     def _read_epoch(self) -> tuple[int, int]:
         try:
             data, stat = self.zk.get(zn.ControllerEpochZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             # Kafka 2.1+ creates it as 0 and bumps it to 1 in the election
             # multi, so the first controller runs at epoch 1 either way.
             try:
                 self.zk.create(zn.ControllerEpochZNode.PATH, zn.ControllerEpochZNode.encode(0))
-            except NodeExistsError:
+            except ZkNodeExists:
                 pass
             data, stat = self.zk.get(zn.ControllerEpochZNode.PATH)
         return zn.ControllerEpochZNode.decode(data, zn.ControllerEpochZNode.PATH), stat.version
@@ -137,7 +129,7 @@ class ControllerStore:
         try:
             data, owner_stat = self.zk.get(zn.ControllerZNode.PATH)
             owner = zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return Election(False, None)
         except MalformedZnode:
             return Election(False, -1)
@@ -153,14 +145,16 @@ class ControllerStore:
         """End the term; with ``delete_znode`` delete ``/controller`` if this session owns it
         (raw, not retried: a broker shutting down must not wait for ZooKeeper)."""
         self.zk.unbind()
+        self.epoch_zk_version = None  # no more writes until it wins again
         if not delete_znode:
             return
         try:
-            _, stat = self.zk.client.get(zn.ControllerZNode.PATH)
-            if stat.ephemeralOwner == self.zk.session_id:
-                self.zk.client.delete(zn.ControllerZNode.PATH, version=stat.version)
-        except (NoNodeError, BadVersionError, ConnectionLoss, SessionExpiredError):
-            pass
+            with translated():
+                _, stat = self.zk.client.get(zn.ControllerZNode.PATH)
+                if stat.ephemeralOwner == self.zk.session_id:
+                    self.zk.client.delete(zn.ControllerZNode.PATH, version=stat.version)
+        except ZkError:
+            pass  # gone, someone else's by now, or no connection: its session ends it
 
     # ---- reads ----------------------------------------------------------
 
@@ -195,7 +189,7 @@ class ControllerStore:
             try:
                 data, stat = result.get()
                 out[topic] = zn.TopicZNode.decode(data, path, zk_version=stat.version)
-            except NoNodeError:
+            except ZkNoNode:
                 out[topic] = None
             except MalformedZnode as e:
                 log.error("Ignoring topic: %s", e)
@@ -259,7 +253,7 @@ class ControllerStore:
             return None, -1
         try:
             data, stat = self.zk.get(path)
-        except NoNodeError:
+        except ZkNoNode:
             return None, -1
         return decode(data, path), stat.version
 
@@ -286,7 +280,7 @@ class ControllerStore:
                 for path in chunk:
                     results = self._fenced_deletes([path]).commit()
                     self._raise_if_fenced(results)
-                    if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
+                    if isinstance(results[1], Exception) and not isinstance(results[1], ZkNoNode):
                         raise results[1]
 
     def _subtree(self, root: str) -> list[str]:
@@ -299,182 +293,8 @@ class ControllerStore:
             level = [f"{p}/{c}" for p in level for c in children[p] or ()]
         return found
 
-    def _fenced_deletes(self, paths: list[str], version: int = -1):
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        for path in paths:
-            txn.delete(path, version=version)
-        return txn
-
     def write_assignment(self, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
         """Rewrite ``/brokers/topics/<t>`` (a reassignment's last step), fenced."""
         self.fenced_set(zn.TopicZNode.path(topic),
                         zn.TopicZNode.encode(TopicAssignment(topic, partitions)))
 
-    def fenced_set(self, path: str, data: bytes) -> None:
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        txn.set_data(path, data)
-        results = txn.commit()
-        self._raise_if_fenced(results)
-        if isinstance(results[1], Exception):
-            raise results[1]
-
-    # ---- fenced writes --------------------------------------------------
-
-    def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
-        """Conditionally rewrite states at the ``zk_version`` each value carries."""
-        return self.collect([self.submit_updates(updates)])
-
-    def submit_updates(self, updates: dict[TopicPartition, LeaderAndIsr],
-                       checks: dict[TopicPartition, LeaderAndIsr] | None = None) -> list:
-        """Send the fenced multis for these updates without waiting; see ``collect``.
-
-        ``checks`` are states the caller decided to leave as they are: each adds
-        a version check, so a stale cached version shows up as a conflict.
-        Sending without waiting lets the caller decide the next slice of
-        partitions while ZooKeeper applies this one.
-        """
-        units = [(tp, lai, [("set", zn.TopicPartitionStateZNode.path(*tp),
-                             zn.TopicPartitionStateZNode.encode(lai), lai.zk_version)])
-                 for tp, lai in updates.items()]
-        units += [(tp, lai, [("check", zn.TopicPartitionStateZNode.path(*tp), None, lai.zk_version)])
-                  for tp, lai in (checks or {}).items()]
-        return self._submit(units)
-
-    def create_states(self, creates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
-        """Create state znodes with their data-less parents; an existing state is a conflict.
-
-        The parents go into the same fenced multi as the states: one
-        ZooKeeper transaction per thousand partitions instead of three.
-        """
-        existing = self._existing_partition_nodes({tp.topic for tp in creates})
-        units = []
-        for tp, lai in creates.items():
-            ops = []
-            known = existing.get(tp.topic)
-            if known is None:
-                ops.append(("create", zn.TopicPartitionsZNode.path(tp.topic), b"", -1))
-                known = existing[tp.topic] = set()
-            if tp.partition not in known:
-                ops.append(("create", zn.TopicPartitionZNode.path(*tp), b"", -1))
-                known.add(tp.partition)
-            ops.append(("create", zn.TopicPartitionStateZNode.path(*tp),
-                        zn.TopicPartitionStateZNode.encode(lai), -1))
-            units.append((tp, lai, ops))
-        return self.collect([self._submit(units)])
-
-    def _existing_partition_nodes(self, topics: set[str]) -> dict[str, set[int] | None]:
-        """Partition ids under each topic's ``partitions`` node; None if that node is missing."""
-        paths = {zn.TopicPartitionsZNode.path(t): t for t in topics}
-        return {paths[path]: None if children is None else {int(c) for c in children if c.isdigit()}
-                for path, children in self.zk.get_children_many(paths).items()}
-
-    def fenced_delete(self, path: str, version: int = -1) -> bool:
-        """Delete a znode as the controller; False if it was already gone."""
-        results = self._fenced_deletes([path], version).commit()
-        self._raise_if_fenced(results)
-        return not isinstance(results[1], Exception)
-
-    def _submit(self, units: list) -> list:
-        """Send units of ops (each unit one partition's writes) as pipelined fenced multis."""
-        chunks: list[list] = [[]]
-        ops_in_chunk = 0
-        for unit in units:
-            if chunks[-1] and ops_in_chunk + len(unit[2]) > MULTI_CHUNK:
-                chunks.append([])
-                ops_in_chunk = 0
-            chunks[-1].append(unit)
-            ops_in_chunk += len(unit[2])
-        submitted = []
-        for chunk in chunks:
-            if chunk:
-                submitted.append((chunk, self._fenced_txn(chunk).commit_async()))
-                # Yield so kazoo's connection greenlet sends it now, while the
-                # caller goes on deciding the next slice.
-                self.zk.handler.sleep_func(0)
-        return submitted
-
-    def collect(self, submissions: list[list]) -> WriteResult:
-        """Wait for submitted multis and sort every partition into written, conflict or failed.
-
-        ZooKeeper reports only the first failing op of a failed multi (the
-        rest are rolled back or unknown), so the other units of a failed multi
-        are written again, one fenced multi each.
-        """
-        result = WriteResult()
-        retry_singly = []
-        for submitted in submissions:
-            for chunk, async_result in submitted:
-                for unit, outcome in self._unit_outcomes(chunk, async_result):
-                    if outcome is _RETRY:
-                        retry_singly.append(unit)
-                    else:
-                        self._record(result, unit, outcome)
-        singles = [(unit, self._fenced_txn([unit]).commit_async()) for unit in retry_singly]
-        for unit, async_result in singles:
-            for unit_, outcome in self._unit_outcomes([unit], async_result):
-                self._record(result, unit_, _CONFLICT if outcome is _RETRY else outcome)
-        return result
-
-    def _unit_outcomes(self, chunk: list, async_result) -> list:
-        """(unit, outcome) for each unit: a version, _CONFLICT, _RETRY or an error text."""
-        try:
-            results = async_result.get()
-        except ConnectionLoss as e:
-            # Not sent again (no session to tie it to): it may or may not have been
-            # applied; the caller re-reads conflicts and compares content (KAFKA-1382).
-            log.warning("Lost the reply to a batch of %d partition writes (%s); re-reading them",
-                        len(chunk), type(e).__name__)
-            return [(unit, _CONFLICT) for unit in chunk]
-        self._raise_if_fenced(results)
-        ok = not any(isinstance(r, Exception) for r in results)
-        outcomes, i = [], 1
-        for unit in chunk:
-            unit_results = results[i:i + len(unit[2])]
-            i += len(unit[2])
-            last = unit_results[-1]
-            if ok:
-                if unit[2][-1][0] == "check":
-                    outcomes.append((unit, unit[1].zk_version))  # unchanged, version confirmed
-                else:
-                    outcomes.append((unit, last.version if hasattr(last, "version") else 0))
-                continue
-            failure = next((r for r in unit_results if isinstance(r, Exception)
-                            and not isinstance(r, (RolledBackError, RuntimeInconsistency))), None)
-            if failure is None:
-                outcomes.append((unit, _RETRY))
-            elif isinstance(failure, (BadVersionError, NoNodeError, NodeExistsError)):
-                outcomes.append((unit, _CONFLICT))
-            else:
-                outcomes.append((unit, repr(failure)))
-        return outcomes
-
-    @staticmethod
-    def _record(result: WriteResult, unit: tuple, outcome: object) -> None:
-        tp, lai, _ = unit
-        if outcome is _CONFLICT:
-            result.conflicts.append(tp)
-        elif isinstance(outcome, str):
-            result.failed[tp] = outcome
-        else:
-            result.written[tp] = lai.with_zk_version(outcome)
-
-    def _fenced_txn(self, units: list):
-        txn = self.zk.transaction()
-        txn.check(zn.ControllerEpochZNode.PATH, self.epoch_zk_version)
-        for _, _, ops in units:
-            for kind, path, data, version in ops:
-                if kind == "create":
-                    txn.create(path, data)
-                elif kind == "check":
-                    txn.check(path, version)
-                else:
-                    txn.set_data(path, data, version=version)
-        return txn
-
-    def _raise_if_fenced(self, results: list) -> None:
-        if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):
-            raise ControllerMoved(
-                f"/controller_epoch is no longer at version {self.epoch_zk_version}: "
-                f"another controller has been elected")

@@ -56,41 +56,38 @@ def error_text(error: BaseException) -> str:
 class ZkError(Exception):
     """A ZooKeeper request failed.
 
-    Each subclass also derives from the kazoo exception it stands for, so
-    code that still catches kazoo's types (the controller, around the broker
-    registration it runs) keeps recognising it; that base can go once every
-    caller uses these.  ``failure`` names the error as the client library
-    does, which is what log lines and the tools have always printed.
+    ``failure`` names the error as the client library does, which is what log
+    lines and the tools have always printed.
     """
 
     failure = "ZooKeeper error"
 
 
-class ZkNoNode(ZkError, NoNodeError):
+class ZkNoNode(ZkError):
     """The znode does not exist."""
 
     failure = "NoNodeError"
 
 
-class ZkNodeExists(ZkError, NodeExistsError):
+class ZkNodeExists(ZkError):
     """The znode to create exists already."""
 
     failure = "NodeExistsError"
 
 
-class ZkBadVersion(ZkError, BadVersionError):
+class ZkBadVersion(ZkError):
     """A conditional write or delete met another version: someone changed the znode."""
 
     failure = "BadVersionError"
 
 
-class ZkNotEmpty(ZkError, NotEmptyError):
+class ZkNotEmpty(ZkError):
     """The znode to delete has children."""
 
     failure = "NotEmptyError"
 
 
-class ZkRolledBack(ZkError, RolledBackError):
+class ZkRolledBack(ZkError):
     """A multi's operation was not applied because another one of it failed."""
 
     failure = "RolledBackError"
@@ -100,19 +97,19 @@ class ZkUnavailable(ZkError):
     """ZooKeeper gave no answer: the request may or may not have been applied."""
 
 
-class ZkConnectionLost(ZkUnavailable, ConnectionLoss):
+class ZkConnectionLost(ZkUnavailable):
     """The connection dropped before the answer came; the session may live on."""
 
     failure = "ConnectionLoss"
 
 
-class ZkSessionExpired(ZkUnavailable, SessionExpiredError):
+class ZkSessionExpired(ZkUnavailable):
     """The session ended: its ephemeral znodes and watches are gone."""
 
     failure = "SessionExpiredError"
 
 
-class ZkTimeout(ZkUnavailable, KazooTimeoutError):
+class ZkTimeout(ZkUnavailable):
     """No answer within the time allowed."""
 
     failure = "KazooTimeoutError"

@@ -38,6 +38,16 @@ class WatchEvent(enum.Enum):
 Watch = Callable[[WatchEvent], None]
 
 
+class SessionState(enum.Enum):
+    """The state of the client's ZooKeeper session, as a session listener is told it."""
+
+    CONNECTED = KazooState.CONNECTED
+    # Disconnected: the session may still live, if the client reconnects in time.
+    SUSPENDED = KazooState.SUSPENDED
+    # The session has expired: its ephemeral znodes and watches are gone.
+    LOST = KazooState.LOST
+
+
 class _TranslatedWatch:
     """A watch as kazoo calls it: equal to another for the same ``watch``, because kazoo
     keeps a path's watchers in a set, so that setting one watch twice (as a broker

@@ -15,8 +15,12 @@ another session: after an expiry kazoo opens a new session on its own and
 would run the request there, where this broker no longer owns
 ``/controller``.  So each request belongs to a session, the controller's
 term if one is bound (``bind``) or else the session current when it was
-made, and fails with SessionExpiredError once that session has ended; the
+made, and fails with ZkSessionExpired once that session has ended; the
 controller then resigns.
+
+Like the other stores' client (:mod:`kafka_ha.zk.mapped_client`), it raises
+the project's errors (:mod:`kafka_ha.zk.errors`), never kazoo's: a refused
+op of a multi is one too, and a session listener gets a :class:`SessionState`.
 
 Sending a request again is safe for everything the controller store sends: a
 read; a write of the same data; or a conditional write (version or create)
@@ -30,9 +34,10 @@ import time
 from typing import Callable, Iterable, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from kafka_ha.zk import multi_read
+from kafka_ha.zk.errors import ZkConnectionLost, ZkSessionExpired, translated, translated_error
+from kafka_ha.zk.mapped_client import SessionState
 
 log = logging.getLogger("kafka_ha.controller")
 T = TypeVar("T")
@@ -45,21 +50,21 @@ def after_failure(error: BaseException, session: int | None,
     """None if a request of ``session`` that failed with ``error`` may be sent again now;
     otherwise the exception to raise.
 
-    >>> after_failure(ConnectionLoss(), 7, 7) is None    # same session: send it again
+    >>> after_failure(ZkConnectionLost(), 7, 7) is None    # same session: send it again
     True
-    >>> type(after_failure(ConnectionLoss(), 7, None)).__name__   # kazoo dropped the session
-    'SessionExpiredError'
-    >>> type(after_failure(ConnectionLoss(), 7, 8)).__name__      # a new one replaced it
-    'SessionExpiredError'
-    >>> type(after_failure(SessionExpiredError(), 7, 7)).__name__
-    'SessionExpiredError'
-    >>> type(after_failure(ConnectionLoss(), None, 7)).__name__   # made without a session
-    'ConnectionLoss'
+    >>> type(after_failure(ZkConnectionLost(), 7, None)).__name__   # kazoo dropped the session
+    'ZkSessionExpired'
+    >>> type(after_failure(ZkConnectionLost(), 7, 8)).__name__      # a new one replaced it
+    'ZkSessionExpired'
+    >>> type(after_failure(ZkSessionExpired(), 7, 7)).__name__
+    'ZkSessionExpired'
+    >>> type(after_failure(ZkConnectionLost(), None, 7)).__name__   # made without a session
+    'ZkConnectionLost'
     """
-    if not isinstance(error, ConnectionLoss) or session is None:
+    if not isinstance(error, ZkConnectionLost) or session is None:
         return error
     if current != session:
-        return SessionExpiredError(f"ZooKeeper session 0x{session:x} ended during the request")
+        return ZkSessionExpired(f"ZooKeeper session 0x{session:x} ended during the request")
     return None
 
 
@@ -99,13 +104,18 @@ class SessionBoundClient:
     def unbind(self) -> None:
         self._term = None
 
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        """Call ``listener`` with each change of the session's state, on kazoo's callback
+        greenlet: it must not block."""
+        self.client.add_listener(lambda state: listener(SessionState(state)))
+
     def request_session(self) -> int | None:
         """The session a request made now belongs to; raises if the bound one has ended."""
         current = self.session_id
         if self._term is None:
             return current
         if current != self._term:
-            raise SessionExpiredError(f"the controller's ZooKeeper session 0x{self._term:x} has ended")
+            raise ZkSessionExpired(f"the controller's ZooKeeper session 0x{self._term:x} has ended")
         return self._term
 
     def before_retry(self, what: str, error: BaseException, session: int | None,
@@ -130,8 +140,9 @@ class SessionBoundClient:
         attempt = 0
         while True:
             try:
-                return send()
-            except ConnectionLoss as e:
+                with translated():
+                    return send()
+            except ZkConnectionLost as e:
                 attempt += 1
                 self.before_retry(what, e, session, attempt)
 
@@ -178,17 +189,28 @@ class Pending:
         self._what = what
         self._send = send
         self._session = owner.request_session()
-        self._result = send()
+        with translated():
+            self._result = send()
 
     def get(self):
         attempt = 0
         while True:
             try:
-                return self._result.get()
-            except ConnectionLoss as e:
+                with translated():
+                    return self._result.get()
+            except ZkConnectionLost as e:
                 attempt += 1
                 self._owner.before_retry(self._what, e, self._session, attempt)
-                self._result = self._send()
+                with translated():
+                    self._result = self._send()
+
+
+class PendingMulti(Pending):
+    """A multi's results: one per op, a refused op's as the project's error (ZkBadVersion,
+    ZkNoNode...) and the other ops of a refused multi as ZkRolledBack."""
+
+    def get(self) -> list:
+        return [translated_error(r) if isinstance(r, Exception) else r for r in super().get()]
 
 
 class Transaction:
@@ -212,7 +234,7 @@ class Transaction:
 
     def commit_async(self) -> Pending:
         ops = list(self._ops.operations)
-        return Pending(self._owner, f"a multi of {len(ops)} operations", lambda: self._send(ops))
+        return PendingMulti(self._owner, f"a multi of {len(ops)} operations", lambda: self._send(ops))
 
     def commit(self) -> list:
         return self.commit_async().get()

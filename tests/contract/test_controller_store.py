@@ -12,7 +12,6 @@ from typing import Callable
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from kafka_ha.controller import election
 from kafka_ha.controller.context import ControllerContext
@@ -20,9 +19,10 @@ from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.controller_store import ControllerMoved, ControllerStore, Election
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.controller_store import ControllerStore, Election
+from kafka_ha.zk.errors import MalformedZnode, ZkNoNode
 from kafka_ha.zk.schemas import validate_znode
+from kafka_ha.zk.state_writes import ControllerMoved
 from tests.harness.cluster import wait_until
 from tests.harness.fake_controller_store import (FakeControllerStore, deregister_broker,
                                                  prepare_namespace, read_state, register_broker,
@@ -135,6 +135,21 @@ def test_the_next_election_after_a_resignation_bumps_the_epoch_again(backend):
     assert second.controller_id() == 2
 
 
+def test_the_controller_znode_of_this_brokers_previous_process_is_deleted(backend):
+    """A broker killed and started again at once: its previous process's session still
+    holds /controller; once the new process has registered, that znode is its to delete."""
+    elected(backend, 1)  # the previous process, killed: its session has not expired yet
+    other, _ = backend.store(2)
+    restarted, zk = backend.store(1)
+    assert restarted.delete_controller_of_previous_process() is False, "not registered yet"
+    register_broker(zk, 1)
+    assert other.delete_controller_of_previous_process() is False, "it names broker 1"
+    assert restarted.delete_controller_of_previous_process() is True
+    assert zk.exists("/controller") is None
+    assert restarted.try_elect().won
+    assert restarted.delete_controller_of_previous_process() is False, "its own session's"
+
+
 def test_controller_id_reports_missing_and_malformed_and_its_watch_fires_on_create(backend):
     store, zk = backend.store(1)
     watch = Recorder()
@@ -173,6 +188,22 @@ def test_every_write_of_a_deposed_controller_is_fenced_and_lands_nowhere(backend
     assert {path: zk_a.get(path) for path in before} == before, "no zombie write may land"
     assert zk_a.exists(zn.TopicPartitionZNode.path("t", 1)) is None
     assert b.update_states({TP: LeaderAndIsr(2, 1, (2,), 2, stale.zk_version)}).written
+
+
+def test_a_store_that_resigned_writes_nothing_until_it_wins_again(backend):
+    """The fence belongs to the term: with nobody elected since, the epoch's version is
+    unchanged, and a write the resigned store let through would land."""
+    store, zk = elected(backend, 1)
+    store.resign(delete_znode=True)
+    with pytest.raises(ControllerMoved):
+        store.create_states({TP: LeaderAndIsr(1, 0, (1,), 1)})
+    with pytest.raises(ControllerMoved):
+        store.fenced_set("/brokers/topics/t", zn.TopicZNode.encode(TopicAssignment("t", {0: (1,)})))
+    assert zk.exists(STATE_PATH) is None
+    assert zn.TopicZNode.decode(zk.get("/brokers/topics/t")[0], "/brokers/topics/t").partitions == {
+        0: (1, 2, 3)}
+    assert store.try_elect().epoch == 2
+    assert store.create_states({TP: LeaderAndIsr(1, 0, (1,), 2)}).written
 
 
 def test_another_controller_taking_over_deposes_the_store(backend):
@@ -348,7 +379,7 @@ def test_admin_znodes(backend):
         store.read_admin_znode(path, decode)
     assert store.fenced_delete(path) is True
     assert store.fenced_delete(path) is False, "already gone"
-    with pytest.raises(NoNodeError):
+    with pytest.raises(ZkNoNode):
         store.fenced_set(path, b"{}")
     zk.create("/admin/delete_topics/t", b"")
     assert store.deletion_markers() == ["t"]
@@ -402,10 +433,9 @@ def test_a_deposed_store_deletes_no_topic_znode(backend):
 
 def machine(store, epoch, live):
     ctx = ControllerContext()
-    ctx.epoch = epoch
     ctx.set_assignment(TP, (1, 2, 3))
     ctx.live_brokers = {b: BrokerInfo(b, "h", 1) for b in live}
-    return ctx, PartitionStateMachine(ctx, store, 1)
+    return ctx, PartitionStateMachine(ctx, store, 1, epoch)
 
 
 def test_conflicting_write_between_read_and_write_is_redecided(backend):

@@ -138,8 +138,8 @@ class ControllerUnderTest:
         values = {"broker.id": broker_id, "zookeeper.connect": "fake:2181",
                   "auto.leader.rebalance.enable": False, **(config or {})}
         self.controller = KafkaController(
-            BrokerConfig(values), None, lambda: register_broker(self.session, broker_id),
-            store=self.store, new_channel=self._new_channel)
+            BrokerConfig(values), self.store, lambda: register_broker(self.session, broker_id),
+            new_channel=self._new_channel)
 
     def _new_channel(self) -> RecordingChannel:
         self.channels.append(RecordingChannel())
@@ -151,8 +151,14 @@ class ControllerUnderTest:
         return self.channels[-1]
 
     @property
+    def term(self):
+        """The controller's current term (None while it is not the controller)."""
+        return self.controller.term
+
+    @property
     def ctx(self):
-        return self.controller.ctx
+        """The current term's view of the cluster."""
+        return self.controller.term.ctx
 
     def start(self) -> ControllerUnderTest:
         self.handle(ev.Startup())

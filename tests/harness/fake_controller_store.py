@@ -11,8 +11,10 @@ as it does against ZooKeeper.  tests/contract/test_controller_store.py runs
 the same tests against this and against the real store, which keeps the two
 in step.
 
-It is simpler than the real store because nothing here can be lost on the
-way: each partition's ops are one fenced multi, applied when submitted (as
+Like the real store it raises the project's errors (kafka_ha/zk/errors.py),
+never kazoo's, and runs the requests it is given to repeat (the broker
+registration) once.  It is simpler than the real store because nothing here
+can be lost on the way: each partition's ops are one fenced multi, applied when submitted (as
 ZooKeeper applies a pipelined multi while the caller goes on), and reported
 by ``collect``.
 
@@ -27,13 +29,15 @@ import logging
 import time
 from typing import Callable, Iterable
 
-from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, RolledBackError,
-                              RuntimeInconsistency)
+from kazoo.exceptions import NoNodeError
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.controller_store import ControllerMoved, Election, WriteResult
-from kafka_ha.zk.errors import MalformedZnode
+from kafka_ha.zk.controller_store import Election
+from kafka_ha.zk.errors import (MalformedZnode, ZkBadVersion, ZkNodeExists, ZkNoNode, ZkRolledBack,
+                                error_text, translated, translated_error)
+from kafka_ha.zk.mapped_client import SessionState
+from kafka_ha.zk.state_writes import ControllerMoved, WriteResult
 from tests.harness.fake_zookeeper import FakeZkClient
 
 log = logging.getLogger("kafka_ha.controller")
@@ -42,11 +46,41 @@ EPOCH_PATH = zn.ControllerEpochZNode.PATH
 CONTROLLER_PATH = zn.ControllerZNode.PATH
 
 
+class _ProjectErrors:
+    """A fake session whose requests fail with the project's errors, as the real store's do."""
+
+    def __init__(self, client: FakeZkClient) -> None:
+        self.client = client
+        self.session_id = client.session_id
+
+    def __getattr__(self, name: str) -> Callable:
+        request = getattr(self.client, name)
+
+        def send(*args, **kwargs):
+            with translated():
+                return request(*args, **kwargs)
+        return send
+
+    def multi(self, ops: list[tuple]) -> list:
+        return [translated_error(r) if isinstance(r, Exception) else r for r in self.client.multi(ops)]
+
+
 class FakeControllerStore:
     def __init__(self, zk: FakeZkClient, broker_id: int) -> None:
-        self.zk = zk  # the controller runs its broker registration through zk.call
+        self.zk = _ProjectErrors(zk)
         self.broker_id = broker_id
-        self.epoch_zk_version = -1
+        self.epoch_zk_version: int | None = None  # outside a term
+        self.session_listeners: list[Callable[[SessionState], None]] = []
+
+    # ---- the session ----------------------------------------------------
+
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        """Kept for a test to call: the fake's sessions change only when a test says so."""
+        self.session_listeners.append(listener)
+
+    def run_in_session(self, _what: str, send: Callable):
+        """Run requests the real store would repeat after a connection loss (never lost here)."""
+        return send()
 
     # ---- election -------------------------------------------------------
 
@@ -55,7 +89,7 @@ class FakeControllerStore:
             return None
         try:
             return zn.ControllerZNode.decode(self.zk.get(CONTROLLER_PATH)[0], CONTROLLER_PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return None
         except MalformedZnode as e:
             log.error("Ignoring malformed controller znode: %s", e)
@@ -73,7 +107,7 @@ class FakeControllerStore:
         try:
             data, owner_stat = self.zk.get(CONTROLLER_PATH)
             owner = zn.ControllerZNode.decode(data, CONTROLLER_PATH)
-        except NoNodeError:
+        except ZkNoNode:
             return Election(False, None)
         except MalformedZnode:
             return Election(False, -1)
@@ -84,25 +118,40 @@ class FakeControllerStore:
             return Election(True, owner, epoch_now, version)
         return Election(False, owner)
 
+    def delete_controller_of_previous_process(self) -> bool:
+        try:
+            data, stat = self.zk.get(CONTROLLER_PATH)
+            owner = zn.ControllerZNode.decode(data, CONTROLLER_PATH)
+            _, registration = self.zk.get(zn.BrokerIdZNode.path(self.broker_id))
+            session = self.zk.session_id
+            if owner != self.broker_id or stat.ephemeralOwner == session \
+                    or registration.ephemeralOwner != session:
+                return False
+            self.zk.delete(CONTROLLER_PATH, version=stat.version)
+        except (ZkNoNode, ZkBadVersion, MalformedZnode):
+            return False
+        return True
+
     def _read_epoch(self) -> tuple[int, int]:
         try:
             data, stat = self.zk.get(EPOCH_PATH)
-        except NoNodeError:
+        except ZkNoNode:
             try:
                 self.zk.create(EPOCH_PATH, zn.ControllerEpochZNode.encode(0))
-            except NodeExistsError:
+            except ZkNodeExists:
                 pass
             data, stat = self.zk.get(EPOCH_PATH)
         return zn.ControllerEpochZNode.decode(data, EPOCH_PATH), stat.version
 
     def resign(self, delete_znode: bool) -> None:
+        self.epoch_zk_version = None
         if not delete_znode:
             return
         try:
             _, stat = self.zk.get(CONTROLLER_PATH)
             if stat.ephemeralOwner == self.zk.session_id:
                 self.zk.delete(CONTROLLER_PATH, version=stat.version)
-        except (NoNodeError, BadVersionError):
+        except (ZkNoNode, ZkBadVersion):
             pass
 
     # ---- reads ----------------------------------------------------------
@@ -116,7 +165,7 @@ class FakeControllerStore:
             try:
                 data, stat = self.zk.get(path)
                 brokers[int(child)] = zn.BrokerIdZNode.decode(data, path, czxid=stat.czxid)
-            except NoNodeError:
+            except ZkNoNode:
                 continue
             except MalformedZnode as e:
                 log.error("Ignoring broker registration: %s", e)
@@ -134,7 +183,7 @@ class FakeControllerStore:
             try:
                 data, stat = self.zk.get(path, watch=watch_for(topic) if watch_for else None)
                 out[topic] = zn.TopicZNode.decode(data, path, zk_version=stat.version)
-            except NoNodeError:
+            except ZkNoNode:
                 out[topic] = None
             except MalformedZnode as e:
                 log.error("Ignoring topic: %s", e)
@@ -148,7 +197,7 @@ class FakeControllerStore:
             out[topic] = {}
             try:
                 out[topic] = azn.TopicConfigZNode.decode(self.zk.get(path)[0], path)
-            except NoNodeError:
+            except ZkNoNode:
                 pass
             except MalformedZnode as e:
                 log.error("Ignoring topic config: %s", e)
@@ -162,7 +211,7 @@ class FakeControllerStore:
             try:
                 data, stat = self.zk.get(path)
                 out[tp] = zn.TopicPartitionStateZNode.decode(data, path, zk_version=stat.version)
-            except NoNodeError:
+            except ZkNoNode:
                 out[tp] = None
             except MalformedZnode as e:
                 out[tp] = e
@@ -178,7 +227,7 @@ class FakeControllerStore:
         for path in paths:
             try:
                 changed.update(azn.IsrChangeNotificationZNode.decode(self.zk.get(path)[0], path))
-            except NoNodeError:
+            except ZkNoNode:
                 continue
             except MalformedZnode as e:
                 log.error("Ignoring ISR change notification: %s", e)
@@ -189,7 +238,7 @@ class FakeControllerStore:
             return None, -1
         try:
             data, stat = self.zk.get(path)
-        except NoNodeError:
+        except ZkNoNode:
             return None, -1
         return decode(data, path), stat.version
 
@@ -213,7 +262,7 @@ class FakeControllerStore:
         """``path`` and everything under it, parents first; [] if it is gone."""
         try:
             children = self.zk.get_children(path)
-        except NoNodeError:
+        except ZkNoNode:
             return []
         return [path] + [p for c in children for p in self._subtree(f"{path}/{c}")]
 
@@ -263,10 +312,10 @@ class FakeControllerStore:
             for tp, lai, outcome in submitted:
                 if isinstance(outcome, ControllerMoved):
                     raise outcome
-                if isinstance(outcome, (BadVersionError, NoNodeError, NodeExistsError)):
+                if isinstance(outcome, (ZkBadVersion, ZkNoNode, ZkNodeExists)):
                     result.conflicts.append(tp)
                 elif isinstance(outcome, Exception):
-                    result.failed[tp] = repr(outcome)
+                    result.failed[tp] = error_text(outcome)
                 else:
                     result.written[tp] = lai.with_zk_version(outcome)
         return result
@@ -286,8 +335,10 @@ class FakeControllerStore:
 
     def _fenced(self, ops: list[tuple]) -> list:
         """Run ``ops`` in one multi behind a check of ``/controller_epoch``'s version."""
+        if self.epoch_zk_version is None:
+            raise ControllerMoved("this broker is not the controller")
         results = self.zk.multi([("check", EPOCH_PATH, self.epoch_zk_version)] + ops)
-        if isinstance(results[0], (BadVersionError, NoNodeError)):
+        if isinstance(results[0], (ZkBadVersion, ZkNoNode)):
             raise ControllerMoved(f"/controller_epoch is no longer at version "
                                   f"{self.epoch_zk_version}: another controller has been elected")
         return results
@@ -298,7 +349,7 @@ def _failed(results: list) -> bool:
 
 
 def _rolled_back(result: object) -> bool:
-    return isinstance(result, (RolledBackError, RuntimeInconsistency))
+    return isinstance(result, ZkRolledBack)
 
 
 def _now_ms() -> int:

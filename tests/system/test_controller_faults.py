@@ -30,8 +30,8 @@ from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools.processes import HOST
 from kafka_ha.zk import znodes as zn
-from kafka_ha.zk.controller_store import MULTI_CHUNK
 from kafka_ha.zk.multi_read import get_many
+from kafka_ha.zk.state_writes import MULTI_CHUNK
 from tests.harness.kafka import controller_epoch, log_text, received_leader_and_isr
 from tests.harness.zk_gate import MULTI, ZkRequestGate
 

@@ -94,11 +94,10 @@ def test_multis_resent_after_a_lost_reply_count_as_written(zk_ensemble):
 
         tp = TopicPartition("t", 0)
         ctx = ControllerContext()
-        ctx.epoch = won.epoch
         ctx.set_assignment(tp, (1, 2))
         ctx.live_brokers = {b: BrokerInfo(b, "h", 9000 + b) for b in (1, 2)}
-        psm = PartitionStateMachine(ctx, store, 1)
-        batch = RequestBatch(1, ctx.epoch, ctx.live_brokers)
+        psm = PartitionStateMachine(ctx, store, 1, won.epoch)
+        batch = RequestBatch(1, won.epoch, ctx.live_brokers)
         zk.losses = 1
         psm.create([tp], batch)
         assert zk.losses == 0 and ctx.states[tp].isr == (1, 2) and tp in batch.leader_and_isr[2]
@@ -106,7 +105,7 @@ def test_multis_resent_after_a_lost_reply_count_as_written(zk_ensemble):
         ctx.live_brokers.pop(2)
         zk.losses = 1
         changed = psm.change([tp], lambda tp_, cur: election.on_brokers_changed(
-            cur, (1, 2), {1}, False, ctx.epoch), RequestBatch(1, ctx.epoch, ctx.live_brokers))
+            cur, (1, 2), {1}, False, won.epoch), RequestBatch(1, won.epoch, ctx.live_brokers))
         data, stat = raw.get(zn.TopicPartitionStateZNode.path(*tp))
         stored = zn.TopicPartitionStateZNode.decode(data, "state", stat.version)
         # Not re-decided as someone else's change: the resend's BadVersion was our own write.

@@ -18,7 +18,7 @@ TP = TopicPartition("t", 0)
 
 def test_the_first_controller_registers_its_broker_and_brings_new_partitions_online():
     zk, _, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3), 1: (3, 2)}})
-    assert controller.controller.active and controller.ctx.epoch == 1
+    assert controller.controller.active and controller.term.epoch == 1
     assert zk.client().get_children("/brokers/ids") == ["1", "2", "3"]
     assert states(zk, "t", [0, 1]) == {0: LeaderAndIsr(2, 0, (2, 1, 3), 1, 0),
                                        1: LeaderAndIsr(3, 0, (3, 2), 1, 0)}
@@ -44,7 +44,7 @@ def test_a_second_broker_loses_the_election_and_takes_over_when_the_first_resign
     first.shutdown()
     assert not first.controller.active and first.channel.stopped
     second.run_pending()  # its watch on /controller fired
-    assert second.controller.active and second.ctx.epoch == 2
+    assert second.controller.active and second.term.epoch == 2
     assert second.ctx.states[TP] == read_state(zk.client(), TP)
 
 
@@ -64,7 +64,7 @@ def test_a_controller_whose_znode_is_deleted_resigns_and_is_elected_again():
     first_channel = controller.channel
     zk.client().delete("/controller")
     controller.run_pending()
-    assert controller.controller.active and controller.ctx.epoch == 2
+    assert controller.controller.active and controller.term.epoch == 2
     assert first_channel.stopped and controller.channel is not first_channel
 
 
@@ -74,7 +74,7 @@ def test_session_expiry_resigns_and_the_new_session_registers_and_elects_again()
     assert not controller.controller.active
     controller.session.close()  # ZooKeeper removes the old session's ephemerals
     controller.handle(ev.NewSession())
-    assert controller.controller.active and controller.ctx.epoch == 2
+    assert controller.controller.active and controller.term.epoch == 2
     assert "1" in zk.client().get_children("/brokers/ids")
 
 

@@ -15,11 +15,6 @@ import pytest
 
 PACKAGE = "kafka_ha"
 
-# Modules that still call kazoo themselves; each moves onto a store of kafka_ha.zk
-# (issue 24).  Take a module off this list when it no longer imports kazoo.
-NOT_YET_ON_THE_STORES = {"kafka_ha.broker.isr_writer", "kafka_ha.controller.controller",
-                         "kafka_ha.tools.failover_bench"}
-
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
@@ -107,6 +102,4 @@ def test_only_kafka_ha_zk_imports_the_zookeeper_client(graph: grimp.ImportGraph)
                  if not m.startswith(PACKAGE + ".zk.")}
     assert any(m.startswith(PACKAGE + ".zk.")
                for m in graph.find_modules_that_directly_import("kazoo"))  # the graph saw kazoo
-    assert importers == NOT_YET_ON_THE_STORES, (
-        "outside kafka_ha.zk, ZooKeeper is reached only through its stores; a module moved "
-        "onto them leaves NOT_YET_ON_THE_STORES")
+    assert importers == set(), "outside kafka_ha.zk, ZooKeeper is reached only through its stores"

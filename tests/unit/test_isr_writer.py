@@ -1,47 +1,43 @@
-"""IsrWriter against a fake ZooKeeper client: writes whose outcome is unknown (defect 4) and
+"""IsrWriter against a fake of the broker's store: writes whose outcome is unknown (defect 4) and
 writes that belong to an earlier leader epoch (defect 13), with a real Partition and Log."""
-import types
-
 import gevent
 import pytest
 from gevent.event import Event
-from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.model import LeaderAndIsr
-from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.errors import ZkBadVersion, ZkConnectionLost, ZkNoNode
 from tests.harness.leader_setup import LEADER, TP, batch, leader, open_log, state
 
-PATH = zn.TopicPartitionStateZNode.path(*TP)
 NOW = 10_000
 
 
-class FakeZk:
-    """The calls IsrWriter makes on a KazooClient, over one dict of znodes.
+class FakeStateStore:
+    """The part of BrokerStore that IsrWriter uses, over one dict of partition states.
 
-    ``lose_connection`` ("before" or "after" applying) makes the next ``set`` raise
-    ConnectionLoss, as kazoo does when the connection drops with the request in flight;
-    the connection then stays down until ``reconnect()``.  With ``hold_responses``,
-    each ``set`` is applied but answers only when the test ``release()``s it.
+    ``lose_connection`` ("before" or "after" applying) makes the next write raise
+    ZkConnectionLost, as the store does when the connection drops with the request in
+    flight; the connection then stays down until ``reconnect()``.  With
+    ``hold_responses``, each write is applied but answers only when the test
+    ``release()``s it.
     """
 
     def __init__(self):
-        self.nodes = {}              # path -> (data, version)
+        self.states = {}             # tp -> LeaderAndIsr, with its znode version
         self.connected = True
         self.lose_connection = None
         self.hold_responses = False
         self.held = []               # Events of the held answers, oldest first
-        self.writes = []             # (path, LeaderAndIsr) of every applied set
+        self.writes = []             # (tp, LeaderAndIsr) of every applied write
         self.notifications = []
 
-    def put(self, path, value: LeaderAndIsr):
-        """Someone else (the controller) writes the znode."""
-        _, version = self.nodes.get(path, (b"", -1))
-        self.nodes[path] = (zn.TopicPartitionStateZNode.encode(value), version + 1)
+    def put(self, tp, value: LeaderAndIsr):
+        """Someone else (the controller) writes the state."""
+        version = self.states[tp].zk_version + 1 if tp in self.states else 0
+        self.states[tp] = value.with_zk_version(version)
 
-    def read(self, path):
-        data, version = self.nodes[path]
-        return zn.TopicPartitionStateZNode.decode(data, path, version)
+    def read(self, tp):
+        return self.states[tp]
 
     def reconnect(self):
         self.connected = True
@@ -49,40 +45,39 @@ class FakeZk:
     def release(self):
         self.held.pop(0).set()
 
-    def set(self, path, value, version=-1):
+    def write_partition_state(self, tp, value: LeaderAndIsr, version: int) -> int:
         if not self.connected:
-            raise ConnectionLoss()
+            raise ZkConnectionLost()
         fault, self.lose_connection = self.lose_connection, None
         if fault == "before":
             self.connected = False
-            raise ConnectionLoss()
-        if path not in self.nodes:
-            raise NoNodeError()
-        _, current = self.nodes[path]
-        if version != -1 and version != current:
-            raise BadVersionError()
-        self.nodes[path] = (value, current + 1)
-        self.writes.append((path, zn.TopicPartitionStateZNode.decode(value, path, current + 1)))
+            raise ZkConnectionLost()
+        if tp not in self.states:
+            raise ZkNoNode()
+        current = self.states[tp].zk_version
+        if version != current:
+            raise ZkBadVersion()
+        self.states[tp] = value.with_zk_version(current + 1)
+        self.writes.append((tp, self.states[tp]))
         if fault == "after":
             self.connected = False
-            raise ConnectionLoss()
+            raise ZkConnectionLost()
         if self.hold_responses:
             answered = Event()
             self.held.append(answered)
             answered.wait()
-        return types.SimpleNamespace(version=current + 1)
+        return current + 1
 
-    def get(self, path):
+    def partition_state(self, tp) -> LeaderAndIsr:
         if not self.connected:
-            raise ConnectionLoss()
-        if path not in self.nodes:
-            raise NoNodeError()
-        data, version = self.nodes[path]
-        return data, types.SimpleNamespace(version=version)
+            raise ZkConnectionLost()
+        if tp not in self.states:
+            raise ZkNoNode()
+        return self.states[tp]
 
-    def create(self, path, value=b"", sequence=False, makepath=False):
-        self.notifications.append(value)
-        return path
+    def notify_isr_change(self, partitions):
+        self.notifications.append(list(partitions))
+        return "/isr_change_notification/isr_change_0000000000"
 
 
 @pytest.fixture
@@ -93,22 +88,22 @@ def log_(tmp_path):
 
 
 @pytest.fixture
-def zk():
-    return FakeZk()
+def store():
+    return FakeStateStore()
 
 
 @pytest.fixture
-def writer(zk):
-    w = IsrWriter(zk, LEADER)
+def writer(store):
+    w = IsrWriter(store, LEADER)
     yield w
     w.stop()
 
 
-def led(log_, zk, writer, isr=(1, 2, 3), epoch=1, zk_version=0):
+def led(log_, store, writer, isr=(1, 2, 3), epoch=1, zk_version=0):
     """Broker 1 leads TP at ``epoch`` with ``isr``, as the controller wrote it at ``zk_version``."""
-    zk.nodes.pop(PATH, None)
+    store.states.pop(TP, None)
     for _ in range(zk_version + 1):
-        zk.put(PATH, LeaderAndIsr(LEADER, epoch, isr, 1))
+        store.put(TP, LeaderAndIsr(LEADER, epoch, isr, 1))
     p = leader(log_, isr, writer=writer, epoch=epoch)
     assert p.zk_version == zk_version
     return p
@@ -124,123 +119,123 @@ def eventually(condition, timeout_s=10.0):
 # ---- a write whose outcome is unknown (defect 4) ------------------------------------------
 
 def test_a_write_applied_before_a_connection_loss_is_adopted_when_the_connection_is_back(
-        log_, zk, writer):
+        log_, store, writer):
     """The ISR change went through, the answer was lost: once reconnected, the writer
     reads the znode, finds its own write and adopts its version, so the next change
     does not conflict with it (it used to, until the next LeaderAndIsr)."""
-    p = led(log_, zk, writer)
-    zk.lose_connection = "after"
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
     assert not writer.remove(p, [3], "follower 3 lags")
-    assert zk.read(PATH).isr == (1, 2) and p.zk_version == 0
-    zk.reconnect()
+    assert store.read(TP).isr == (1, 2) and p.zk_version == 0
+    store.reconnect()
     eventually(lambda: p.zk_version == 1)
     assert p.isr == (1, 2)
     assert writer.remove(p, [2], "follower 2 lags")
-    assert (zk.read(PATH).isr, zk.read(PATH).zk_version, p.isr, p.zk_version) == ((1,), 2, (1,), 2)
+    assert (store.read(TP).isr, store.read(TP).zk_version, p.isr, p.zk_version) == ((1,), 2, (1,), 2)
 
 
-def test_while_the_outcome_is_unknown_no_write_goes_out(log_, zk, writer):
+def test_while_the_outcome_is_unknown_no_write_goes_out(log_, store, writer):
     """Until the znode could be read again, a write conditional on the cached version
     would only conflict: the next change reads first, and waits for the connection."""
-    p = led(log_, zk, writer)
-    zk.lose_connection = "after"
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
     writer.remove(p, [3], "follower 3 lags")
     assert not writer.remove(p, [2], "follower 2 lags")
-    assert len(zk.writes) == 1
-    zk.reconnect()
+    assert len(store.writes) == 1
+    store.reconnect()
     assert writer.remove(p, [2], "follower 2 lags")
-    assert (zk.read(PATH).isr, p.isr, p.zk_version) == ((1,), (1,), 2)
+    assert (store.read(TP).isr, p.isr, p.zk_version) == ((1,), (1,), 2)
 
 
-def test_a_write_lost_before_it_was_applied_is_retried_as_it_was(log_, zk, writer):
-    p = led(log_, zk, writer)
-    zk.lose_connection = "before"
+def test_a_write_lost_before_it_was_applied_is_retried_as_it_was(log_, store, writer):
+    p = led(log_, store, writer)
+    store.lose_connection = "before"
     assert not writer.remove(p, [3], "follower 3 lags")
-    zk.reconnect()
+    store.reconnect()
     assert writer.remove(p, [3], "follower 3 lags")
-    assert (zk.read(PATH).isr, p.isr, p.zk_version) == ((1, 2), (1, 2), 1)
+    assert (store.read(TP).isr, p.isr, p.zk_version) == ((1, 2), (1, 2), 1)
 
 
-def test_a_znode_the_controller_changed_meanwhile_is_not_adopted(log_, zk, writer):
+def test_a_znode_the_controller_changed_meanwhile_is_not_adopted(log_, store, writer):
     """After the loss the controller wrote a new leadership: the leader keeps what it has
     and waits for the controller's LeaderAndIsr, as on any version conflict."""
-    p = led(log_, zk, writer)
-    zk.lose_connection = "after"
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
     writer.remove(p, [3], "follower 3 lags")
-    zk.put(PATH, LeaderAndIsr(2, 2, (2, 3), 1))
-    zk.reconnect()
+    store.put(TP, LeaderAndIsr(2, 2, (2, 3), 1))
+    store.reconnect()
     assert not writer.remove(p, [2], "follower 2 lags")
     assert (p.isr, p.zk_version) == ((1, 2, 3), 0)
-    assert zk.read(PATH).leader == 2
+    assert store.read(TP).leader == 2
 
 
-def test_a_follower_whose_expansion_is_in_doubt_keeps_counting_for_the_hw(log_, zk, writer):
+def test_a_follower_whose_expansion_is_in_doubt_keeps_counting_for_the_hw(log_, store, writer):
     """ZooKeeper may list follower 3 in the ISR already (an election could pick it), so the
     HW must not pass what 3 holds until the re-read tells: it stays in ``joining``."""
-    p = led(log_, zk, writer, isr=(1, 2))
+    p = led(log_, store, writer, isr=(1, 2))
     p.append_as_leader(batch(), acks=1)
-    zk.lose_connection = "after"
+    store.lose_connection = "after"
     p.on_follower_fetch(3, 0, NOW)
-    eventually(lambda: zk.writes)
+    eventually(lambda: store.writes)
     gevent.sleep(0.05)
     p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
     assert p.joining == {3} and p.high_watermark == 0
-    zk.reconnect()
+    store.reconnect()
     eventually(lambda: p.isr == (1, 2, 3))
     assert not p.joining and p.zk_version == 1
 
 
 # ---- writes of an earlier leader epoch (defect 13) ----------------------------------------
 
-def test_a_write_answered_after_a_new_leader_epoch_does_not_set_the_isr(log_, zk, writer):
+def test_a_write_answered_after_a_new_leader_epoch_does_not_set_the_isr(log_, store, writer):
     """The leader's shrink went through, then the controller bumped the epoch (it dropped
     broker 2) and its LeaderAndIsr arrived before the write's answer: the partition keeps
     the ISR and zkVersion of its current epoch."""
-    p = led(log_, zk, writer)
-    zk.hold_responses = True
+    p = led(log_, store, writer)
+    store.hold_responses = True
     shrink = gevent.spawn(writer.remove, p, [3], "follower 3 lags")
-    eventually(lambda: zk.held)
-    zk.put(PATH, LeaderAndIsr(LEADER, 2, (1,), 1))
+    eventually(lambda: store.held)
+    store.put(TP, LeaderAndIsr(LEADER, 2, (1,), 1))
     p.make_leader(state((1,), epoch=2, zk_version=2))
-    zk.release()
+    store.release()
     shrink.get()
     assert (p.leader_epoch, p.isr, p.zk_version) == (2, (1,), 2)
 
 
-def test_an_expansion_decided_in_an_earlier_epoch_is_not_written(log_, zk, writer):
+def test_an_expansion_decided_in_an_earlier_epoch_is_not_written(log_, store, writer):
     """Follower 3 caught up at epoch 1; before the write ran, epoch 2 began with ISR {1}:
     3's epoch-1 position says nothing about epoch 2 (and 2 is not in the ISR any more)."""
-    p = led(log_, zk, writer, isr=(1, 2))
+    p = led(log_, store, writer, isr=(1, 2))
     p.append_as_leader(batch(), acks=1)
     p.on_follower_fetch(3, p.log.log_end_offset, NOW)
-    zk.put(PATH, LeaderAndIsr(LEADER, 2, (1,), 1))
+    store.put(TP, LeaderAndIsr(LEADER, 2, (1,), 1))
     p.make_leader(state((1,), epoch=2, zk_version=1))
     gevent.sleep(0.05)
-    assert zk.writes == [] and (p.isr, p.zk_version) == ((1,), 1)
+    assert store.writes == [] and (p.isr, p.zk_version) == ((1,), 1)
 
 
-def test_an_earlier_epochs_expansion_does_not_end_this_epochs(log_, zk, writer):
+def test_an_earlier_epochs_expansion_does_not_end_this_epochs(log_, store, writer):
     """Follower 3 joins at epoch 1 (write in flight), then again at epoch 2: the end of the
     epoch-1 write must not take 3 out of the joining set while the epoch-2 write is still
     in flight, or the HW could pass what 3 holds before it is in the ISR."""
-    p = led(log_, zk, writer, isr=(1, 2))
-    zk.hold_responses = True
+    p = led(log_, store, writer, isr=(1, 2))
+    store.hold_responses = True
     p.on_follower_fetch(3, 0, NOW)
-    eventually(lambda: zk.held)
-    zk.put(PATH, LeaderAndIsr(LEADER, 2, (1, 2), 1))
+    eventually(lambda: store.held)
+    store.put(TP, LeaderAndIsr(LEADER, 2, (1, 2), 1))
     p.make_leader(state((1, 2), epoch=2, zk_version=2))
     p.on_follower_fetch(3, 0, NOW + 1)
     assert p.joining == {3}
-    zk.release()                      # the epoch-1 write ends
-    eventually(lambda: len(zk.held) == 1)   # the epoch-2 write is in flight
+    store.release()                      # the epoch-1 write ends
+    eventually(lambda: len(store.held) == 1)   # the epoch-2 write is in flight
     assert p.joining == {3}
-    zk.release()
+    store.release()
     eventually(lambda: p.isr == (1, 2, 3))
-    assert not p.joining and p.zk_version == 3 and zk.read(PATH).leader_epoch == 2
+    assert not p.joining and p.zk_version == 3 and store.read(TP).leader_epoch == 2
 
 
-def test_set_isr_ignores_an_earlier_epoch(log_, zk, writer):
-    p = led(log_, zk, writer)
+def test_set_isr_ignores_an_earlier_epoch(log_, store, writer):
+    p = led(log_, store, writer)
     p.make_leader(state((1, 2), epoch=2, zk_version=4))
     assert not p.set_isr((1, 2, 3), 1, leader_epoch=1)
     assert (p.isr, p.zk_version) == ((1, 2), 4)

@@ -7,7 +7,7 @@ from collections import deque
 from types import SimpleNamespace
 
 import pytest
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, SessionExpiredError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, RolledBackError, SessionExpiredError
 
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -16,8 +16,12 @@ from kafka_ha.controller.controller import KafkaController
 from kafka_ha.controller.partition_state_machine import PartitionStateMachine
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
-from kafka_ha.zk.controller_store import WriteResult
+from kafka_ha.zk.controller_store import ControllerStore
+from kafka_ha.zk.errors import (ZkBadVersion, ZkConnectionLost, ZkNodeExists, ZkRolledBack,
+                                ZkSessionExpired)
+from kafka_ha.zk.mapped_client import SessionState
 from kafka_ha.zk.session_bound import SessionBoundClient
+from kafka_ha.zk.state_writes import WriteResult
 
 SESSION = 0x1234
 
@@ -43,7 +47,11 @@ class ScriptedKazoo:
         self.script = deque(script)
         self.sent = []
         self.sleeps = []
+        self.listeners = []
         self.handler = SimpleNamespace(sleep_func=self.sleeps.append)
+
+    def add_listener(self, listener):
+        self.listeners.append(listener)
 
     def _answer(self, request):
         self.sent.append(request)
@@ -92,14 +100,14 @@ def test_a_request_lost_with_the_connection_is_sent_again_in_the_same_session():
 
 def test_a_request_is_not_sent_again_once_its_session_has_ended():
     kazoo = ScriptedKazoo(expire, (b"never", "read"))
-    with pytest.raises(SessionExpiredError, match="0x1234"):
+    with pytest.raises(ZkSessionExpired, match="0x1234"):
         SessionBoundClient(kazoo).get("/brokers/ids")
     assert len(kazoo.sent) == 1
 
 
 def test_a_session_expiry_reported_by_kazoo_is_not_retried():
     kazoo = ScriptedKazoo(SessionExpiredError(), (b"never", "read"))
-    with pytest.raises(SessionExpiredError):
+    with pytest.raises(ZkSessionExpired):
         SessionBoundClient(kazoo).get("/x")
     assert len(kazoo.sent) == 1
 
@@ -107,7 +115,7 @@ def test_a_session_expiry_reported_by_kazoo_is_not_retried():
 def test_without_a_session_a_connection_loss_is_passed_on():
     kazoo = ScriptedKazoo(ConnectionLoss())
     kazoo._session_id = None
-    with pytest.raises(ConnectionLoss):
+    with pytest.raises(ZkConnectionLost):
         SessionBoundClient(kazoo).get("/x")
 
 
@@ -117,9 +125,9 @@ def test_a_bound_term_refuses_requests_in_a_later_session_without_sending_them()
     zk.bind()
     assert zk.get("/controller") == (b"a", "s")
     kazoo._session_id = SESSION + 1  # kazoo reconnected after an expiry, in a new session
-    with pytest.raises(SessionExpiredError, match="controller's ZooKeeper session 0x1234"):
+    with pytest.raises(ZkSessionExpired, match="controller's ZooKeeper session 0x1234"):
         zk.get("/controller")
-    with pytest.raises(SessionExpiredError):
+    with pytest.raises(ZkSessionExpired):
         zk.get_async("/controller")
     assert len(kazoo.sent) == 1
     zk.unbind()  # the controller resigned: requests follow the current session again
@@ -142,9 +150,26 @@ def test_a_multi_is_sent_again_whole_as_a_fresh_transaction():
     txn = SessionBoundClient(kazoo).transaction()
     txn.check("/controller_epoch", 4)
     txn.set_data("/brokers/topics/t/partitions/0/state", b"{}", version=7)
-    assert txn.commit() is landed
+    assert txn.commit() == landed
     ops = (("check", "/controller_epoch", 4), ("set", "/brokers/topics/t/partitions/0/state", 7))
     assert kazoo.sent == [("multi", ops), ("multi", ops)]
+
+
+def test_a_refused_op_of_a_multi_is_reported_as_the_projects_error():
+    kazoo = ScriptedKazoo([BadVersionError(), RolledBackError()])
+    txn = SessionBoundClient(kazoo).transaction()
+    txn.check("/controller_epoch", 4)
+    txn.set_data("/brokers/topics/t/partitions/0/state", b"{}", version=7)
+    assert [type(r) for r in txn.commit()] == [ZkBadVersion, ZkRolledBack]
+
+
+def test_session_listeners_hear_the_projects_states():
+    heard = []
+    kazoo = ScriptedKazoo()
+    SessionBoundClient(kazoo).add_session_listener(heard.append)
+    for state in ("SUSPENDED", "LOST", "CONNECTED"):  # as kazoo reports them
+        kazoo.listeners[0](state)
+    assert heard == [SessionState.SUSPENDED, SessionState.LOST, SessionState.CONNECTED]
 
 
 # ---- the partition state machine: a create whose reply was lost ----------------------------
@@ -169,10 +194,9 @@ class CreateConflictStore:
 
 def psm_with(stored):
     ctx = ControllerContext()
-    ctx.epoch = EPOCH
     ctx.set_assignment(TP, (1, 2))
     ctx.live_brokers = {b: BrokerInfo(b, "h", 9000 + b) for b in (1, 2)}
-    return ctx, PartitionStateMachine(ctx, CreateConflictStore(stored), 1)
+    return ctx, PartitionStateMachine(ctx, CreateConflictStore(stored), 1, EPOCH)
 
 
 def test_a_create_that_landed_before_its_reply_was_lost_counts_as_ours():
@@ -198,19 +222,34 @@ def test_a_state_created_by_someone_else_is_adopted_without_requests():
 @pytest.fixture
 def controller():
     config = BrokerConfig({"broker.id": 1, "zookeeper.connect": "127.0.0.1:1"})
-    return KafkaController(config, ScriptedKazoo(), register_broker=lambda: None)
+    return KafkaController(config, ControllerStore(ScriptedKazoo(), 1), register_broker=lambda: None)
 
 
 def test_an_event_cut_short_by_session_expiry_logs_one_warning_without_traceback(controller, caplog):
     with caplog.at_level(logging.DEBUG, logger="kafka_ha.controller"):
-        controller._on_error(ev.BrokerChange(), SessionExpiredError())
+        controller._on_error(ev.BrokerChange(), ZkSessionExpired())
     assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]
     assert "Abandoned BrokerChange: the ZooKeeper session ended" in caplog.text
 
 
+def test_the_controller_queues_the_end_of_its_session_and_then_the_new_session():
+    """A connection that comes back within the session changes nothing; an expiry resigns,
+    and the connection after it (a new session) registers and elects again."""
+    kazoo = ScriptedKazoo()
+    controller = KafkaController(BrokerConfig({"broker.id": 1, "zookeeper.connect": "127.0.0.1:1"}),
+                                 ControllerStore(kazoo, 1), register_broker=lambda: None)
+    controller.store.add_session_listener(controller._session_listener)  # as start() does
+    for state in ("SUSPENDED", "CONNECTED", "SUSPENDED", "LOST", "CONNECTED"):
+        kazoo.listeners[0](state)
+    queued = []
+    while not controller.loop._queue.empty():
+        queued.append(controller.loop._queue.get_nowait())
+    assert queued == [ev.SessionExpired(), ev.NewSession()]
+
+
 def test_other_errors_still_log_their_traceback(controller, caplog):
     with caplog.at_level(logging.DEBUG, logger="kafka_ha.controller"):
-        controller._on_error(ev.TopicChange(), NodeExistsError())
+        controller._on_error(ev.TopicChange(), ZkNodeExists())
     assert [r.levelname for r in caplog.records] == ["ERROR"]
     assert caplog.records[0].exc_info is not None
 
@@ -220,10 +259,10 @@ def test_the_event_loop_survives_an_error_handler_that_fails():
     handled = []
 
     def fail(event):
-        raise ConnectionLoss()
+        raise ZkConnectionLost()
 
     def on_error(event, error):
-        raise SessionExpiredError()  # e.g. re-electing after ControllerMoved, session gone
+        raise ZkSessionExpired()  # e.g. re-electing after ControllerMoved, session gone
 
     loop = EventLoop({ev.BrokerChange: fail, ev.TopicChange: handled.append}, on_error)
     loop.start()

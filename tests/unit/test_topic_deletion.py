@@ -1,19 +1,19 @@
 """TopicDeletion across controller terms (issue 18, defect 18), driven through a stand-in controller.
 
-The stand-in has what TopicDeletion uses of KafkaController, and starts and ends
-terms the way KafkaController does: a new ControllerContext on failover and on
-resignation.  Requests go into a real RequestBatch and a channel that records
-them, so the test can answer each StopReplica when it chooses.
+The stand-in starts and ends terms the way KafkaController does: a new
+ControllerTerm on failover, ended on resignation.  Requests go into a real
+RequestBatch and a channel that records them, so the test can answer each
+StopReplica when it chooses.
 """
 from __future__ import annotations
 
 from kafka_ha.controller import events as ev
-from kafka_ha.controller.context import ControllerContext
-from kafka_ha.controller.request_batch import RequestBatch
+from kafka_ha.controller.term import ControllerTerm
 from kafka_ha.controller.topic_deletion import TopicDeletion
 from kafka_ha.model import BrokerInfo, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.zk.controller_store import Election
 
 TOPIC = "doomed"
 BROKERS = (1, 2, 3)
@@ -34,6 +34,9 @@ class RecordingChannel:
                 if key == ApiKey.STOP_REPLICA and body["delete_partitions"]
                 and body["controller_epoch"] == epoch}
 
+    def stop(self) -> None:
+        """The term ended; what it recorded stays, for the test to answer late."""
+
 
 class StandInStore:
     def __init__(self, markers: set[str]) -> None:
@@ -52,46 +55,41 @@ class StandInStore:
 
 
 class StandInController:
-    """Terms as in KafkaController: ``failover`` builds a new context, ``resign`` drops it."""
+    """Terms as in KafkaController: ``failover`` makes a new ControllerTerm, ``resign`` ends it."""
 
     def __init__(self, store: StandInStore) -> None:
-        self.broker_id = 1
-        self.config = {"delete.topic.enable": True}
         self.store = store
-        self.ctx = ControllerContext()
-        self.channel: RecordingChannel | None = None
+        self.term: ControllerTerm | None = None
         self.queue: list[object] = []
-        self.deletion = TopicDeletion(self)
+        self.deletion = TopicDeletion(store, {"delete.topic.enable": True},
+                                      lambda: (lambda _event: None),
+                                      lambda event: self.queue.append(event))
+
+    @property
+    def ctx(self):
+        return self.term.ctx
+
+    @property
+    def channel(self) -> RecordingChannel:
+        return self.term.channel
 
     def failover(self, epoch: int) -> None:
-        self.ctx = ControllerContext()
-        self.ctx.epoch = epoch
+        self.term = ControllerTerm(1, Election(True, 1, epoch), self.store, RecordingChannel())
         self.ctx.live_brokers = {b: BrokerInfo(b, "127.0.0.1", 9090 + b) for b in BROKERS}
         for p in range(2):
             self.ctx.set_assignment(TopicPartition(TOPIC, p), BROKERS)
-        self.channel = RecordingChannel()
-        self.deletion.on_markers()
+        self.deletion.on_markers(self.term)
 
     def resign(self) -> None:
-        self.channel = None
-        self.ctx = ControllerContext()
-
-    # what TopicDeletion calls
-    def watch_event(self, name: str):
-        return lambda _event: None
-
-    def new_batch(self) -> RequestBatch:
-        return RequestBatch(self.broker_id, self.ctx.epoch, self.ctx.live_brokers)
-
-    def enqueue(self, event: object) -> None:
-        self.queue.append(event)
+        self.term.end()
+        self.term = None
 
     def handle_queued_results(self) -> None:
         """The event loop's part: StopReplicaResult events in arrival order."""
         queued, self.queue = self.queue, []
         for event in queued:
             assert isinstance(event, ev.StopReplicaResult)
-            self.deletion.on_stop_replica_result(event)
+            self.deletion.on_stop_replica_result(self.term, event)
 
 
 def test_a_controller_elected_again_restarts_a_deletion_its_previous_term_left_unanswered():
@@ -129,7 +127,7 @@ def test_answers_to_an_earlier_term_do_not_count_in_the_next():
         first_term[broker](broker, OK)
     c.handle_queued_results()
     assert store.deleted_topics == []
-    assert c.ctx.stop_replica_waiting[TOPIC] == set(BROKERS)
+    assert c.term.deletions_waiting[TOPIC] == set(BROKERS)
 
     for broker in BROKERS:
         second_term[broker](broker, OK)
@@ -144,7 +142,7 @@ def test_a_broker_that_dies_after_answering_does_not_hold_up_the_deletion():
     answers = c.channel.stop_replicas(5)
     answers[3](3, OK)
     c.handle_queued_results()
-    c.deletion.on_broker_failure({3})
+    c.deletion.on_broker_failure(c.term, {3})
     for broker in (1, 2):
         answers[broker](broker, OK)
     c.handle_queued_results()
@@ -157,7 +155,7 @@ def test_a_broker_that_dies_before_answering_makes_the_deletion_start_again_when
     c.failover(epoch=5)
     answers = c.channel.stop_replicas(5)
     del c.ctx.live_brokers[3]
-    c.deletion.on_broker_failure({3})
+    c.deletion.on_broker_failure(c.term, {3})
     for broker in (1, 2):
         answers[broker](broker, OK)
     c.handle_queued_results()
@@ -165,7 +163,7 @@ def test_a_broker_that_dies_before_answering_makes_the_deletion_start_again_when
 
     c.ctx.live_brokers[3] = BrokerInfo(3, "127.0.0.1", 9093)
     c.channel.sent.clear()
-    c.deletion.resume()
+    c.deletion.resume(c.term)
     again = c.channel.stop_replicas(5)
     assert set(again) == set(BROKERS)
     for broker in BROKERS:

@@ -1,14 +1,14 @@
 """The project's ZooKeeper errors (kafka_ha/zk/errors.py): what each of the client
-library's errors becomes, the names log lines print, and the controller code that still
-catches the library's own types."""
+library's errors becomes, the names log lines print, and the controller's retry of the
+broker registration, which the broker's store fails with the project's errors."""
 
 from types import SimpleNamespace
 
 import pytest
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
-                              DataInconsistency, NodeExistsError, NoNodeError, NotEmptyError,
-                              OperationTimeoutError, RolledBackError, RuntimeInconsistency,
-                              SessionExpiredError)
+                              DataInconsistency, KazooException, NodeExistsError, NoNodeError,
+                              NotEmptyError, OperationTimeoutError, RolledBackError,
+                              RuntimeInconsistency, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 
 from kafka_ha.admin.cli import error_message
@@ -55,7 +55,7 @@ def test_other_errors_pass_unchanged():
 
 def test_the_controller_runs_the_registration_again_after_its_connection_loss():
     """The controller runs the broker registration (BrokerStore requests) inside its
-    SessionBoundClient, which sends again what failed with kazoo's ConnectionLoss."""
+    SessionBoundClient, which sends again what failed with a lost connection."""
     client = SimpleNamespace(_session_id=7, handler=SimpleNamespace(sleep_func=lambda _s: None))
     attempts = []
 
@@ -66,5 +66,10 @@ def test_the_controller_runs_the_registration_again_after_its_connection_loss():
         return "registered"
     assert SessionBoundClient(client).call("the broker registration", register) == "registered"
     assert attempts == [0, 1]
-    # ...and reports a session that ended as the client library's type, as before.
-    assert isinstance(ZkSessionExpired(), SessionExpiredError)
+
+
+def test_the_projects_errors_are_not_the_client_librarys():
+    """Nothing outside kafka_ha.zk catches kazoo's types, so nothing may depend on them."""
+    for ours in (ZkNoNode, ZkNodeExists, ZkBadVersion, ZkNotEmpty, ZkRolledBack,
+                 ZkConnectionLost, ZkSessionExpired, ZkTimeout):
+        assert not issubclass(ours, (KazooException, KazooTimeoutError)), ours
