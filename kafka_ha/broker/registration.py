@@ -1,7 +1,7 @@
 """Registering a broker as the ephemeral ``/brokers/ids/<id>``.
 
 Runs at start-up and again on every new ZooKeeper session.  The cases that
-bit Kafka (znodes.md §3):
+bit Kafka (docs/design.md §5):
 - the node exists and our *current* session owns it: success (KAFKA-1387);
 - it is owned by one of our *previous* sessions: delete it and retry (KAFKA-7165);
 - it carries our own host and port, another session, and was written before
@@ -15,7 +15,7 @@ bit Kafka (znodes.md §3):
 - anything else is a second broker with the same id: refuse.
 
 The registration is watched while the session lives: if someone deletes it
-(an operator, failure-scenarios.md §6 #24), the broker registers again
+(an operator; failure scenario #24, docs/design.md §9), the broker registers again
 instead of serving on unregistered, which the controller would never learn
 of (Kafka only re-registers on a new session).  kazoo forgets every watch when
 its connection drops, even if the session survives (it sends no SetWatches on

@@ -8,7 +8,7 @@ not create again a log that StopReplica(delete) removed.  LeaderAndIsr and
 StopReplica are applied one at a time (Kafka's replicaStateChangeLock), so one
 that yields halfway cannot interleave with the other.
 Every transition is written to the state-change log as requested (by the
-controller), received and completed (here), the lifecycle of seed 002.
+controller), received and completed (here): the lifecycle docs/operations.md §10 explains.
 """
 from __future__ import annotations
 

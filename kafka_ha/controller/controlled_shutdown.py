@@ -1,4 +1,4 @@
-"""Controlled shutdown (controller.md §12): a stopping broker asks the controller to move its work.
+"""Controlled shutdown (docs/design.md §7): a stopping broker asks the controller to move its work.
 
 The broker is marked shutting down (it still gets requests but no longer
 counts as live for elections); partitions it leads get a new leader from the

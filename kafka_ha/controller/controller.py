@@ -192,7 +192,7 @@ class KafkaController:
         term.end()
         self.store.resign(delete_znode=touch_zk)  # also unties the store from this term's session
 
-    # ---- failover (reference/controller.md §4, 2.x order) ----------------
+    # ---- failover (Kafka 2.x's order, docs/design.md §4) ------------------
 
     def _on_failover(self, won: Election) -> None:
         started = time.monotonic()
@@ -285,7 +285,7 @@ class KafkaController:
                                                self._unclean_allowed(ctx, tp.topic), term.epoch)
         return decide
 
-    # ---- broker changes (controller.md §5) --------------------------------
+    # ---- broker changes (docs/design.md §3) -------------------------------
 
     def _on_broker_change(self, term: ControllerTerm, _event: object) -> None:
         ctx = term.ctx
@@ -354,7 +354,7 @@ class KafkaController:
         self._bring_online(term, ctx.new_partitions(), ctx.offline_partitions(), batch)
         batch.send(term.channel)
 
-    # ---- ISR changes made by leaders (controller.md §13) -------------------
+    # ---- ISR changes made by leaders (docs/design.md §6.2) ------------------
 
     def _on_isr_change_notification(self, term: ControllerTerm, _event: object) -> None:
         ctx = term.ctx
@@ -374,7 +374,7 @@ class KafkaController:
             log.info("ISR changes of %d partitions sent to brokers %s", len(known),
                      sorted(ctx.live_brokers))
 
-    # ---- topic changes (controller.md §6) ---------------------------------
+    # ---- topic changes (docs/design.md §7) --------------------------------
 
     def _on_topic_change(self, term: ControllerTerm, _event: object) -> None:
         ctx = term.ctx

@@ -1,6 +1,6 @@
 """Partition state changes: decide (pure) -> conditional batch write -> cache -> requests.
 
-This is seed 000's failover loop generalised: for a set of partitions, apply a
+This is the failover loop of docs/design.md §3 (steps 5-7) generalised: for a set of partitions, apply a
 pure decision to each cached state, write all decisions with conditional
 writes batched into fenced multis, and for the partitions whose znode changed
 underneath (version conflict) re-read, re-decide and write again.

@@ -1,4 +1,4 @@
-"""Partition reassignment (controller.md §10, the 0.8.2-2.3 algorithm).
+"""Partition reassignment (the 0.8.2-2.3 algorithm, docs/design.md §7).
 
 Per partition, with OAR the old and RAR the requested replicas:
 start: AR := OAR + new replicas in ZooKeeper, leader epoch +1 and LeaderAndIsr

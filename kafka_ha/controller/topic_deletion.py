@@ -1,4 +1,4 @@
-"""Topic deletion (controller.md §14): markers in ``/admin/delete_topics``, StopReplica(delete).
+"""Topic deletion (docs/design.md §7): markers in ``/admin/delete_topics``, StopReplica(delete).
 
 A marked topic's partitions are announced with leader -2 (LeaderDuringDelete)
 so brokers drop them from metadata; every replica gets StopReplica with
