@@ -64,6 +64,9 @@ class LoopProbe:
                 _read_frame(sock)
                 self.samples[broker].append((started, time.time() - started))
             except OSError:
+                # No answer for this long is a stall too (the probe gave up at its
+                # timeout, or the connection broke while waiting).
+                self.samples[broker].append((started, time.time() - started))
                 if sock is not None:
                     sock.close()
                 sock = None

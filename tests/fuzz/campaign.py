@@ -7,7 +7,8 @@ a frame (slow clients), and meanwhile watches the brokers:
 
 - every broker's resident memory, sampled from /proc (peak per broker);
 - the loop stall: an ApiVersions probe to each broker every 200 ms on its own
-  connection; the slowest answer is the longest stall;
+  connection (``LoopProbe``, which the failover bench uses too); the slowest
+  answer is the longest stall;
 - whether every broker process is still alive.
 
 Each connection carries one frame at a time, so a frame that makes the broker
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.framing import decode_response, encode_request
+from kafka_ha.tools.availability_probes import LoopProbe
 from kafka_ha.tools.processes import HOST, pid_alive
 from tests.fuzz.frames import FORGED_PREFIX, FrameMaker
 
@@ -197,31 +199,12 @@ class _Connection:
         self.pending, self.buffer = None, b""
 
 
-def _probe(port: int) -> float:
-    started = time.monotonic()
-    with socket.create_connection((HOST, port), timeout=30) as sock:
-        sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "probe", {}))
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("probe connection closed")
-            data += chunk
-    return time.monotonic() - started
-
-
-def _watch(cluster, report: Report, stop: threading.Event, lock: threading.Lock) -> None:
+def _watch_memory(cluster, report: Report, stop: threading.Event) -> None:
     while not stop.is_set():
         for i in cluster.broker_ids:
             pid = cluster.broker_pid(i)
             rss = _rss(pid) if pid else 0
-            try:
-                stall = _probe(cluster.port(i))
-            except OSError:
-                stall = 30.0
-            with lock:
-                report.peak_rss[i] = max(report.peak_rss.get(i, 0), rss)
-                report.longest_stall_s = max(report.longest_stall_s, stall)
+            report.peak_rss[i] = max(report.peak_rss.get(i, 0), rss)
         stop.wait(PROBE_INTERVAL_S)
 
 
@@ -242,9 +225,10 @@ def run_campaign(cluster, frames: int, seed: int, topics: list[str]) -> Report:
     epoch = int(cluster.zk.get("/controller_epoch")[0])
     controller = cluster.controller()
     maker = FrameMaker(seed, topics, epoch, controller)
-    report, lock, stop = Report(), threading.Lock(), threading.Event()
-    watcher = threading.Thread(target=_watch, args=(cluster, report, stop, lock), daemon=True)
+    report, stop = Report(), threading.Event()
+    watcher = threading.Thread(target=_watch_memory, args=(cluster, report, stop), daemon=True)
     watcher.start()
+    probe = LoopProbe({i: cluster.port(i) for i in cluster.broker_ids}, PROBE_INTERVAL_S).__enter__()
     selector = selectors.DefaultSelector()
     connections = [_Connection(cluster.port(i), report, selector)
                    for i in cluster.broker_ids for _ in range(CONNECTIONS_PER_BROKER)]
@@ -277,6 +261,9 @@ def run_campaign(cluster, frames: int, seed: int, topics: list[str]) -> Report:
             sock.close()
         stop.set()
         watcher.join(60)
+        probe.__exit__(None, None, None)
+        stalls = [b["max_ms"] for b in probe.summary().values()]
+        report.longest_stall_s = max(stalls, default=0.0) / 1000
         report.dead = [i for i in cluster.broker_ids if not pid_alive(cluster.broker_pid(i))]
     return report
 
