@@ -116,6 +116,8 @@ class IsrWriter:
                 return False
             if partition in self._in_doubt and not self._resolve(partition):
                 return False   # still no connection: a conditional write could only conflict
+            if not partition.is_leader or partition.leader_epoch != epoch:
+                return False   # the re-read waited: a LeaderAndIsr may have come meanwhile
             old_isr = partition.isr
             new_isr = tuple(new_isr_from(old_isr))
             if set(new_isr) == set(old_isr) or not new_isr:
@@ -176,7 +178,15 @@ class IsrWriter:
             return stored.zk_version
         log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
                  "(%s is now %s)", partition.zk_version, path, _describe(stored))
+        self._fence_if_deposed(partition, stored)
         return None
+
+    def _fence_if_deposed(self, partition, stored) -> None:
+        """A state written for a newer leader epoch means the controller has moved on: this
+        leader stops acknowledging now instead of when its LeaderAndIsr arrives."""
+        if stored.leader_epoch > partition.leader_epoch or (
+                stored.leader_epoch == partition.leader_epoch and stored.leader != self.broker_id):
+            partition.fence(stored.leader_epoch)
 
     # ---- writes without an answer ----------------------------------------
 
@@ -222,6 +232,7 @@ class IsrWriter:
         else:
             log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
                      "(%s is now %s)", partition.zk_version, path, _describe(stored))
+            self._fence_if_deposed(partition, stored)
         self._end_doubt(partition)
         return True
 

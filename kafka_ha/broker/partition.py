@@ -77,12 +77,27 @@ class Partition:
         # fetched from the new epoch's start: the first moment an acks=all write can
         # be acknowledged.  Logged once per leadership, to time failovers.
         self._awaiting_isr_since: int | None = None
+        # Set when ZooKeeper shows a newer leadership than ours (an ISR write's re-read):
+        # until the controller's LeaderAndIsr comes, this broker no longer acts as leader.
+        self._fenced = False
 
     # ---- role changes (LeaderAndIsr) -------------------------------------
 
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.broker_id
+        return self.leader == self.broker_id and not self._fenced
+
+    def fence(self, newer_epoch: int) -> None:
+        """ZooKeeper holds a state of leader epoch ``newer_epoch`` (or another leader at
+        ours): the controller has moved leadership on.  Stop appending, acknowledging and
+        moving the HW now (a deposed leader's acknowledgements must never count), not
+        when the LeaderAndIsr that says so arrives; that LeaderAndIsr lifts the fence."""
+        if self.is_leader:
+            log.warning("Partition %s on broker %d: ZooKeeper shows leader epoch %d, ours is %d; "
+                        "no longer acting as leader until the controller's LeaderAndIsr arrives",
+                        self.tp, self.broker_id, newer_epoch, self.leader_epoch)
+            self._fenced = True
+            self._notify()
 
     def make_leader(self, s: PartitionStateInfo) -> None:
         """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes."""
@@ -112,6 +127,7 @@ class Partition:
         self._notify()
 
     def _adopt(self, s: PartitionStateInfo) -> None:
+        self._fenced = False
         self.leader, self.leader_epoch = s.leader, s.leader_epoch
         self.zk_version, self.controller_epoch = s.zk_version, s.controller_epoch
         self.replicas, self.isr = tuple(s.replicas), tuple(s.isr)

@@ -6,6 +6,7 @@ from gevent.event import Event
 
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.model import LeaderAndIsr
+from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk.errors import ZkBadVersion, ZkConnectionLost, ZkNoNode
 from tests.harness.leader_setup import LEADER, TP, batch, leader, open_log, state
 
@@ -241,3 +242,43 @@ def test_set_isr_ignores_an_earlier_epoch(log_, store, writer):
     assert (p.isr, p.zk_version) == ((1, 2), 4)
     assert p.set_isr((1,), 5, leader_epoch=2)
     assert (p.isr, p.zk_version) == ((1,), 5)
+
+
+# ---- a leadership that ends while the writer waits for ZooKeeper (found by the simulation) ----
+
+def test_a_leadership_lost_during_the_doubt_re_read_writes_nothing(log_, store, writer):
+    """Seed 5467: the write first re-reads a partition in doubt; while that read waits, a
+    LeaderAndIsr makes this broker a follower.  The write must not go out afterwards: it
+    would name this broker leader in ZooKeeper at the new epoch's version."""
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
+    writer.remove(p, [3], "follower 3 lags")
+    store.reconnect()
+    read = store.partition_state
+
+    def read_while_leadership_moves(tp):
+        stored = read(tp)
+        store.put(TP, LeaderAndIsr(2, 2, (2, 3), 1))
+        p.make_follower(state((2, 3), epoch=2, leader=2, zk_version=store.read(TP).zk_version))
+        return stored
+
+    store.partition_state = read_while_leadership_moves
+    assert not writer.remove(p, [2], "follower 2 lags")
+    assert len(store.writes) == 1 and store.read(TP).leader == 2
+
+
+def test_a_leader_that_reads_a_newer_epoch_stops_acknowledging(log_, store, writer):
+    """Seed 657: an expansion's answer is lost, and the re-read shows that the controller
+    has moved leadership on.  Until its LeaderAndIsr arrives, the deposed leader must not
+    advance its HW over the ISR it still caches, nor acknowledge acks=all writes."""
+    p = led(log_, store, writer, isr=(1, 2))
+    appended = p.append_as_leader(batch(), acks=-1)
+    store.lose_connection = "after"
+    p.on_follower_fetch(3, p.log.log_end_offset, NOW)
+    eventually(lambda: store.writes)
+    store.put(TP, LeaderAndIsr(3, 2, (3,), 1))     # the controller elected 3 alone
+    store.reconnect()
+    eventually(lambda: not writer._in_doubt)
+    p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
+    assert p.high_watermark == 0
+    assert p.wait_for_acks(appended, 0.01) == ErrorCode.NOT_LEADER_FOR_PARTITION
