@@ -74,6 +74,7 @@ class BrokerProcess:
         self.number = number              # incarnation counter of this broker id
         self.log_dir = log_dir
         self.alive = True
+        self.greenlets: set = set()       # the ISR writer's and periodic tasks' greenlets
         params = world.params
         self.log_manager = LogManager([log_dir], world.log_config)
         self.metadata = MetadataCache(broker_id)
@@ -108,6 +109,9 @@ class BrokerProcess:
     def crash(self, power_loss: bool, rng: random.Random) -> dict[TopicPartition, str]:
         """End this process; returns what each log lost."""
         self.alive = False
+        for greenlet in self.greenlets:
+            greenlet.kill(block=False)    # they die with the process, wherever they wait
+        self.greenlets.clear()
         logs = self.log_manager.all_logs()
         flushed = {tp: lg.recovery_point for tp, lg in logs.items()}
         for lg in logs.values():

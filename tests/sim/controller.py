@@ -67,6 +67,10 @@ class SimController:
             self.active = False
             self.world.note(f"{self} resigns: {why}")
 
+    def idle(self) -> bool:
+        """Nothing to handle and nothing on its way to a broker."""
+        return not (self._busy or self._queue or self._sending or any(self._channels.values()))
+
     # ---- the event queue ------------------------------------------------------
 
     def enqueue(self, kind: str, arg: object = None) -> None:

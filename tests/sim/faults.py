@@ -118,9 +118,9 @@ class FaultInjector:
     def power_loss_allowed(self, broker: int) -> bool:
         world = self.world
         proc = world.process_of(broker)
-        if proc is None or self.frozen():
+        if proc is None or self.frozen() or not self.settled():
             return False
-        if world.controller is not None and world.controller.process is proc and world.controller.alive():
+        if world.controller.process is proc:
             return False
         for tp in sorted(world.assignments):
             state = world.zk_state(tp)
@@ -132,6 +132,25 @@ class FaultInjector:
             if not keepers:
                 return False
         return True
+
+    def settled(self) -> bool:
+        """Every broker up and registered, every partition led, the controller idle and up to date.
+
+        A power loss is only injected then: a LeaderAndIsr already on its way would
+        reach the restarted process (control requests carry no broker epoch here),
+        and one that makes it leader would let it lead with the log it lost.
+        """
+        world = self.world
+        for b in world.params.brokers:
+            proc = world.process_of(b)
+            if proc is None or not proc.zk_connected or proc.broker_epoch < 0 \
+                    or not world.zk.session_alive(proc.session):
+                return False
+        controller = world.controller
+        if controller is None or not controller.alive() or not controller.idle() \
+                or controller.live != world.zk.live_brokers():
+            return False
+        return all(self.checker.established_leader(tp) is not None for tp in world.assignments)
 
     def _zk_disconnect(self) -> str | None:
         broker = self._leader_or_any()

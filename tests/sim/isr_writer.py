@@ -1,110 +1,105 @@
-"""A leader's ISR writes through the simulated ZooKeeper, as scheduled steps instead of greenlets.
+"""The project's real ``IsrWriter``, with its ZooKeeper calls and sleeps on the simulated clock.
 
-It follows ``kafka_ha.broker.isr_writer.IsrWriter._write`` step for step, with
-the request, its application at ZooKeeper and the reply as separate events
-(so a LeaderAndIsr can be handled while a write is on its way, as on a real
-broker):
+A leader's ISR writes are the real ``kafka_ha.broker.isr_writer.IsrWriter``
+(conditional write on the cached zkVersion, the re-read after a conflict, what
+it does when the answer is lost, the partition's ISR lock), so a change there
+is what the simulation tests.  It runs on greenlets, as on a broker, but the
+greenlets only ever run when the simulation lets them: each ZooKeeper call
+(:class:`SimZkClient`) and each ``gevent.sleep`` of the writer blocks its
+greenlet until a scheduled event answers it, and after every step the
+simulation runs every greenlet that can run until all are blocked again
+(``gevent.idle``), in gevent's deterministic FIFO order.  No real timer or
+socket is involved, so a seed still replays exactly.
 
-- changes of one partition queue behind each other (the partition's ISR lock),
-  and each computes its new ISR from the partition's ISR when its turn comes;
-- nothing is written when this broker no longer leads or the ISR would not change;
-- the write is conditional on the partition's cached ``zk_version``; on a
-  version conflict the znode is re-read: the same content means our earlier
-  write went through (KAFKA-1382) and its version is adopted, anything else
-  means the controller changed the partition, and the write is dropped;
-- a ZooKeeper connection error drops the change ("will retry" by the next fetch
-  or shrink check);
-- on success the partition adopts the ISR and version (``Partition.set_isr``)
-  and the controller hears of it through an ISR-change notification.
-
-Keep it in step with the real writer when that changes.
+The writer's own notification loop is not run: an ISR change it records
+(``_record``) reaches the controller as a simulated ISR-change notification.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from kazoo.exceptions import BadVersionError, ConnectionLoss, KazooException
+import gevent
+from gevent.event import AsyncResult
 
-from kafka_ha.broker.partition import Partition
+from kafka_ha.broker.isr_writer import IsrWriter
+from kafka_ha.model import TopicPartition
 
 if TYPE_CHECKING:
     from tests.sim.broker import BrokerProcess
+    from tests.sim.world import World
 
 
-class SimIsrWriter:
-    def __init__(self, process: BrokerProcess) -> None:
+class Stat(NamedTuple):
+    version: int
+
+
+def _tp_of(path: str) -> TopicPartition:
+    """``/brokers/topics/<t>/partitions/<p>/state`` -> its partition."""
+    parts = path.strip("/").split("/")
+    return TopicPartition(parts[2], int(parts[4]))
+
+
+class SimZkClient:
+    """The kazoo client calls ``IsrWriter`` makes, against the simulated ZooKeeper."""
+
+    def __init__(self, world: World, process: BrokerProcess) -> None:
+        self.world = world
         self.process = process
-        self._busy: set = set()                                  # partitions whose lock is held
-        self._waiting: dict = {}                                 # tp -> queued writes
 
-    # ---- the interface Partition uses --------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self.process.alive and self.process.zk_connected
 
-    def spawn_change(self, partition: Partition, new_isr: tuple[int, ...], reason: str,
-                     on_done=None) -> None:
-        self.change(partition, new_isr, reason, on_done)
+    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        zk, writer = self.world.zk, f"leader B{self.process.broker_id}"
+        return Stat(self._call(lambda s: zk.set_raw(s, _tp_of(path), value, version, writer),
+                               f"set {path} at version {version}", may_lose_reply=True))
 
-    def change(self, partition: Partition, new_isr: tuple[int, ...], reason: str, on_done=None) -> bool:
-        joining = [r for r in new_isr if r not in partition.isr]
-        self._queue(partition, lambda isr: isr + tuple(r for r in joining if r not in isr), reason, on_done)
-        return False     # the outcome comes later, through set_isr
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        data, version = self._call(lambda s: self.world.zk.get_raw(s, _tp_of(path)), f"get {path}")
+        return data, Stat(version)
 
-    def remove(self, partition: Partition, leaving: list[int], reason: str) -> bool:
-        self._queue(partition, lambda isr: tuple(r for r in isr if r not in leaving), reason, None)
-        return False
+    def _call(self, fn: Callable[[int], Any], what: str, may_lose_reply: bool = False) -> Any:
+        answer = AsyncResult()
+        self.process.greenlets.add(gevent.getcurrent())
 
-    # ---- the write ---------------------------------------------------------------
+        def reply(result: Any) -> None:
+            if isinstance(result, BaseException):
+                answer.set_exception(result)
+            else:
+                answer.set(result)
+        self.world.zk_request(self.process, fn, what, may_lose_reply, reply)
+        return answer.get()
 
-    def _queue(self, partition: Partition, new_isr_from: Callable, reason: str, on_done) -> None:
-        tp = partition.tp
-        self._waiting.setdefault(tp, []).append((partition, new_isr_from, reason, on_done))
-        self._pump(tp)
 
-    def _pump(self, tp) -> None:
-        if tp in self._busy or not self._waiting.get(tp):
-            return
-        partition, new_isr_from, reason, on_done = self._waiting[tp].pop(0)
-        self._busy.add(tp)
+class SimGevent:
+    """What ``kafka_ha.broker.isr_writer`` sees as ``gevent`` during a run: its sleeps
+    wait for simulated time, and its greenlets belong to the writer's broker process."""
 
-        def finished() -> None:
-            self._busy.discard(tp)
-            if on_done is not None:
-                on_done()
-            self._pump(tp)
-        world = self.process.world
-        world.sched.spawn(self._write(partition, new_isr_from, reason, finished),
-                          lambda: self.process.alive, f"B{self.process.broker_id} ISR write {tp}")
+    def __init__(self, world: World) -> None:
+        self._world = world
 
-    def _write(self, partition: Partition, new_isr_from: Callable, reason: str, finished: Callable):
-        world, proc = self.process.world, self.process
-        try:
-            old_isr = partition.isr
-            new_isr = new_isr_from(old_isr)
-            if not partition.is_leader or set(new_isr) == set(old_isr) or not new_isr:
-                return
-            desired = partition.state_for_zk(new_isr)
-            cached = partition.zk_version
-            try:
-                version = yield world.zk_call(proc, lambda s: world.zk.set_state(
-                    s, partition.tp, desired, cached, f"leader B{proc.broker_id}"),
-                    f"set ISR {list(new_isr)} at version {cached}", may_lose_reply=True)
-            except BadVersionError:
-                try:
-                    stored = yield world.zk_call(proc, lambda s: world.zk.get_state(s, partition.tp),
-                                                 "re-read after a version conflict")
-                except KazooException:
-                    return
-                if not stored.same_content(desired):
-                    world.note(f"B{proc.broker_id}: Cached zkVersion [{cached}] not equal to that in "
-                               f"zookeeper (version {stored.zk_version}), skip updating ISR")
-                    return
-                version = stored.zk_version
-            except (ConnectionLoss, KazooException):
-                world.note(f"B{proc.broker_id}: could not write ISR {list(new_isr)} (connection); will retry")
-                return
-            verb = "Expanding" if len(new_isr) > len(old_isr) else "Shrinking"
-            world.note(f"B{proc.broker_id}: {verb} ISR of {partition.tp} from {list(old_isr)} to "
-                       f"{list(new_isr)}: {reason}")
-            partition.set_isr(tuple(new_isr), version)
-            world.isr_change_notification(proc, partition.tp)
-        finally:
-            finished()
+    def spawn(self, fn: Callable, *args: Any) -> gevent.Greenlet:
+        greenlet = gevent.spawn(fn, *args)
+        owner = getattr(getattr(fn, "__self__", None), "process", None)
+        if owner is not None:
+            self._world.watch_greenlet(greenlet, owner)
+        return greenlet
+
+    def sleep(self, seconds: float) -> None:
+        woken = AsyncResult()
+        self._world.sched.at(int(seconds * 1000), lambda: woken.set(None), "ISR writer wakes up")
+        woken.get()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gevent, name)
+
+
+class SimIsrWriter(IsrWriter):
+    def __init__(self, process: BrokerProcess) -> None:
+        self.process = process                   # before the base class spawns anything
+        super().__init__(SimZkClient(process.world, process), process.broker_id)
+        self._notifier.kill(block=False)         # notifications: see _record
+
+    def _record(self, tp: TopicPartition) -> None:
+        self.process.world.isr_change_notification(self.process, tp)

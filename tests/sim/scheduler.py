@@ -9,7 +9,7 @@ later event, so a write's request, its application at ZooKeeper and its reply
 are separate steps that other events can interleave with.
 
 The project's code reads the wall clock through ``kafka_ha.clock.now_ms``
-(imported by name into a few modules); :func:`patched_clock` points those names
+(imported by name into a few modules); :func:`patched_runtime` points those names
 at the simulated clock for the duration of a run.
 """
 from __future__ import annotations
@@ -96,33 +96,17 @@ class Sleep:
         proc.sched.at(self.ms, lambda: proc.resume(None), f"{proc.label} wakes")
 
 
-class Call:
-    """A remote call in two legs: ``apply()`` runs ``there_ms`` from now (at the
-    server), its result or exception comes back ``back_ms`` later."""
-
-    def __init__(self, apply: Callable[[], Any], there_ms: int, back_ms: int, what: str) -> None:
-        self.apply, self.there_ms, self.back_ms, self.what = apply, there_ms, back_ms, what
-
-    def start(self, proc: Process) -> None:
-        def arrive() -> str:
-            try:
-                result: Any = self.apply()
-                said = f"{self.what} applied"
-            except Exception as e:         # delivered to the caller as the call's outcome
-                result, said = e, f"{self.what} failed: {type(e).__name__}"
-            proc.sched.at(self.back_ms, lambda: proc.resume(result), f"{proc.label} gets reply")
-            return said
-        proc.sched.at(self.there_ms, arrive, f"{proc.label} request")
-
-
 @contextlib.contextmanager
-def patched_clock(sched: Scheduler) -> Iterator[None]:
+def patched_runtime(sched: Scheduler, replacements: dict[tuple[str, str], Any]) -> Iterator[None]:
+    """The project's clock readers see the simulated clock; ``replacements`` maps more
+    (module, attribute) pairs to what they should be during the run."""
     import importlib
     saved = []
-    for module_name, attr in _CLOCK_USERS:
+    patches = {**{key: (lambda: sched.wall_ms) for key in _CLOCK_USERS}, **replacements}
+    for (module_name, attr), value in patches.items():
         module = importlib.import_module(module_name)
         saved.append((module, attr, getattr(module, attr)))
-        setattr(module, attr, lambda: sched.wall_ms)
+        setattr(module, attr, value)
     try:
         yield
     finally:

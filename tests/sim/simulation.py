@@ -21,7 +21,8 @@ from tests.sim.faults import FaultInjector
 from tests.sim.invariants import Checker, Violation
 from tests.sim.params import DEFAULT_FAULTS, draw_params
 from tests.sim.producer import Producer
-from tests.sim.scheduler import patched_clock
+from tests.sim.isr_writer import SimGevent
+from tests.sim.scheduler import patched_runtime
 from tests.sim.trace import step_block
 from tests.sim.world import World
 
@@ -64,13 +65,16 @@ def run_seed(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: i
     logging.disable(logging.CRITICAL)     # the brokers' own logs: the trace says what matters
     world = World(params, base)
     try:
-        with patched_clock(world.sched):
+        with patched_runtime(world.sched, {("kafka_ha.broker.isr_writer", "gevent"): SimGevent(world)}):
             _run(world, result, trace)
     finally:
         logging.disable(logging.NOTSET)
         for proc in world.up():
+            for greenlet in proc.greenlets:
+                greenlet.kill(block=False)
             for lg in proc.log_manager.all_logs().values():
                 lg.close()
+        world.drain()
         shutil.rmtree(base, ignore_errors=True)
     return result
 
@@ -84,6 +88,9 @@ def _run(world: World, result: SeedResult, trace: bool) -> None:
     producer.start()
 
     def finish(what: str) -> None:
+        world.drain()
+        if world.greenlet_errors:
+            raise Violation("error", f"a broker greenlet failed: {world.greenlet_errors[0]}")
         checker.after_step(producer.poll())
         result.steps += 1
         if trace:

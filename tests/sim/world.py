@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+import gevent
 from kazoo.exceptions import ConnectionLoss, NodeExistsError, SessionExpiredError
 
 from kafka_ha.log.config import LogConfig
@@ -27,12 +28,7 @@ REGISTER_RETRY_MS = 100
 
 
 class ZkCall:
-    """One ZooKeeper request of a broker process: it reaches the server after a
-    short delay (and is applied there, ``fn(session)``), and the answer comes
-    back after another.  A broker cut off from ZooKeeper gets ConnectionLoss and
-    nothing is applied; one that loses the connection while the request is out
-    gets ConnectionLoss although the request may have been applied (as with a
-    lost reply, which the zk-reply-loss fault also injects)."""
+    """One ZooKeeper request of a broker process, as a scheduler operation (see ``World.zk_request``)."""
 
     def __init__(self, world: World, process: BrokerProcess, fn: Callable[[int], Any], what: str,
                  may_lose_reply: bool) -> None:
@@ -40,32 +36,7 @@ class ZkCall:
         self.may_lose_reply = may_lose_reply
 
     def start(self, proc: Process) -> None:
-        world, me = self.world, self.process
-        latency = lambda: world.rng.randint(0, world.params.zk_latency_max_ms)  # noqa: E731
-        if not me.zk_connected:
-            world.sched.at(latency(), lambda: proc.resume(ConnectionLoss()), f"{me} ZooKeeper: not connected")
-            return
-        session = me.session
-
-        def arrive() -> str:
-            if not me.zk_connected:
-                world.sched.at(latency(), lambda: proc.resume(ConnectionLoss()), f"{me} ZooKeeper: connection lost")
-                return f"{self.what}: not applied (disconnected)"
-            try:
-                result: Any = self.fn(session)
-                said = f"{self.what}: done"
-            except Exception as e:          # the request's outcome, delivered to the caller
-                result, said = e, f"{self.what}: {type(e).__name__}"
-            p = world.params.zk_reply_loss
-            lose = self.may_lose_reply and p > 0 and world.rng.random() < p
-
-            def reply() -> str | None:
-                if lose or not me.zk_connected:
-                    return proc.resume(ConnectionLoss())
-                return proc.resume(result)
-            world.sched.at(latency(), reply, f"{me} ZooKeeper reply{' (lost)' if lose else ''}")
-            return said
-        world.sched.at(latency(), arrive, f"{me} ZooKeeper: {self.what}")
+        self.world.zk_request(self.process, self.fn, self.what, self.may_lose_reply, proc.resume)
 
 
 class World:
@@ -88,7 +59,7 @@ class World:
         self.notes: list[str] = []
         self.on_state_written: list[Callable[[TopicPartition, LeaderAndIsr, str], None]] = []
         self.on_crash: list[Callable[[BrokerProcess, dict], None]] = []
-        self.quiet = False
+        self.greenlet_errors: list[str] = []
 
     # ---- helpers -----------------------------------------------------------------
 
@@ -105,6 +76,61 @@ class World:
     def zk_call(self, process: BrokerProcess, fn: Callable[[int], Any], what: str,
                 may_lose_reply: bool = False) -> ZkCall:
         return ZkCall(self, process, fn, what, may_lose_reply)
+
+    def zk_request(self, me: BrokerProcess, fn: Callable[[int], Any], what: str, may_lose_reply: bool,
+                   reply_to: Callable[[Any], Any]) -> None:
+        """Send ``fn(session)`` to ZooKeeper for ``me``; ``reply_to(result or exception)`` later.
+
+        The request reaches the server after a short delay and is applied there;
+        the answer comes back after another.  A broker cut off from ZooKeeper
+        gets ConnectionLoss and nothing is applied; one that loses the connection
+        while the request is out gets ConnectionLoss although the request may
+        have been applied (as with a lost reply, which the zk-reply-loss fault
+        also injects).  Nothing is answered to a process that died.
+        """
+        latency = lambda: self.rng.randint(0, self.params.zk_latency_max_ms)  # noqa: E731
+
+        def answer(result: Any) -> Callable[[], Any]:
+            return lambda: reply_to(result) if me.alive else "caller is gone"
+        if not me.zk_connected:
+            self.sched.at(latency(), answer(ConnectionLoss()), f"{me} ZooKeeper: not connected")
+            return
+        session = me.session
+
+        def arrive() -> str:
+            if not me.zk_connected:
+                self.sched.at(latency(), answer(ConnectionLoss()), f"{me} ZooKeeper: connection lost")
+                return f"{what}: not applied (disconnected)"
+            try:
+                result: Any = fn(session)
+                said = f"{what}: done"
+            except Exception as e:          # the request's outcome, delivered to the caller
+                result, said = e, f"{what}: {type(e).__name__}"
+            p = self.params.zk_reply_loss
+            lose = may_lose_reply and p > 0 and self.rng.random() < p
+
+            def reply() -> Any:
+                if lose or not me.zk_connected:
+                    return answer(ConnectionLoss())()
+                return answer(result)()
+            self.sched.at(latency(), reply, f"{me} ZooKeeper reply{' (lost)' if lose else ''}")
+            return said
+        self.sched.at(latency(), arrive, f"{me} ZooKeeper: {what}")
+
+    def spawn_for(self, proc: BrokerProcess, task: Callable[[], Any]) -> None:
+        """Run ``task`` on a greenlet of ``proc`` (it may block on ZooKeeper, as the broker's
+        periodic tasks do); it runs when the step ends (``drain``)."""
+        self.watch_greenlet(gevent.spawn(task), proc)
+
+    def watch_greenlet(self, greenlet: gevent.Greenlet, proc: BrokerProcess) -> None:
+        """An exception that ends a broker greenlet is a finding: it stops the run."""
+        proc.greenlets.add(greenlet)
+        greenlet.link_exception(lambda g: self.greenlet_errors.append(f"{proc}: {g.exception!r}"))
+
+    @staticmethod
+    def drain() -> None:
+        """Let every greenlet that can run, run, until all wait for a simulated event again."""
+        gevent.idle()
 
     def idle_fetch_delay(self) -> int:
         """An empty fetch answer: the follower's next fetch (a long poll, shortened)."""
@@ -128,7 +154,8 @@ class World:
         proc = BrokerProcess(self, broker, self.incarnations[broker], os.path.join(self.base_dir, f"b{broker}"))
         self.processes[broker] = proc
         p = self.params
-        self._every(proc, p.shrink_check_ms, proc.rm._shrink_isrs, "ISR shrink check")
+        self._every(proc, p.shrink_check_ms, lambda: self.spawn_for(proc, proc.rm._shrink_isrs),
+                    "ISR shrink check")
         self._every(proc, p.hw_checkpoint_ms, proc.rm.checkpoint_high_watermarks, "HW checkpoint")
         self._every(proc, p.recovery_checkpoint_ms, proc.rm.checkpoint_recovery_points,
                     "recovery-point checkpoint")

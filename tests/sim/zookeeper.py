@@ -43,6 +43,7 @@ class SimZooKeeper:
         self.controller_epoch = 0
         self.controller_epoch_version = 0
         self.states: dict[TopicPartition, tuple[bytes, int]] = {}
+        self._decoded: dict[TopicPartition, LeaderAndIsr] = {}     # states, decoded once per write
         self.writes = 0
         self.conflicts = 0
         self._on_brokers_changed = on_brokers_changed
@@ -138,14 +139,19 @@ class SimZooKeeper:
         """The stored state with its version (also the checkers' view: no session needed)."""
         if tp not in self.states:
             raise NoNodeError()
-        data, version = self.states[tp]
-        return zn.TopicPartitionStateZNode.decode(data, zn.TopicPartitionStateZNode.path(*tp), version)
+        return self._decoded[tp]
 
-    def set_state(self, session_id: int, tp: TopicPartition, state: LeaderAndIsr, version: int,
-                  writer: str) -> int:
-        """A leader's conditional ISR write; returns the new version."""
+    def set_raw(self, session_id: int, tp: TopicPartition, data: bytes, version: int, writer: str) -> int:
+        """A leader's conditional write of the state znode's bytes; returns the new version."""
         self._check(session_id)
+        state = zn.TopicPartitionStateZNode.decode(data, zn.TopicPartitionStateZNode.path(*tp))
         return self._set(tp, state, version, writer)
+
+    def get_raw(self, session_id: int, tp: TopicPartition) -> tuple[bytes, int]:
+        self._check(session_id)
+        if tp not in self.states:
+            raise NoNodeError()
+        return self.states[tp]
 
     def controller_write(self, session_id: int, epoch_version: int, tp: TopicPartition,
                          state: LeaderAndIsr, version: int, writer: str) -> int:
@@ -158,11 +164,15 @@ class SimZooKeeper:
         if version < 0:
             if tp in self.states:
                 raise NodeExistsError()
-            self.states[tp] = (zn.TopicPartitionStateZNode.encode(state), 0)
+            self._store(tp, state, 0)
             self.writes += 1
             self._on_state_written(tp, state.with_zk_version(0), writer)
             return 0
         return self._set(tp, state, version, writer)
+
+    def _store(self, tp: TopicPartition, state: LeaderAndIsr, version: int) -> None:
+        self.states[tp] = (zn.TopicPartitionStateZNode.encode(state), version)
+        self._decoded[tp] = state.with_zk_version(version)
 
     def _set(self, tp: TopicPartition, state: LeaderAndIsr, version: int, writer: str) -> int:
         if tp not in self.states:
@@ -171,7 +181,7 @@ class SimZooKeeper:
         if current != version:
             self.conflicts += 1
             raise BadVersionError()
-        self.states[tp] = (zn.TopicPartitionStateZNode.encode(state), current + 1)
+        self._store(tp, state, current + 1)
         self.writes += 1
         self._on_state_written(tp, state.with_zk_version(current + 1), writer)
         return current + 1
