@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError, SessionExpiredError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 
 from kafka_ha.controller import election
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
@@ -47,6 +47,7 @@ class SimController:
         self.process = process
         self.epoch = epoch
         self.epoch_version = epoch_version
+        self.session = process.session          # the term's session: every request is bound to it
         self.active = True
         self.live: dict[int, int] = {}                          # broker -> czxid
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
@@ -95,28 +96,34 @@ class SimController:
             yield from getattr(self, f"_on_{kind}")(arg)
         except (ControllerFenced, SessionExpiredError) as e:
             self.resign(f"{type(e).__name__} {e}")
-        except ConnectionLoss:
-            # kazoo retries until the session is known to be gone; so do we.
-            self._queue.appendleft(event)
-            yield Sleep(RETRY_MS)
 
     def _zk(self, fn: Callable, what: str):
-        return self.world.zk_call(self.process, fn, f"{self}: {what}")
+        """A request of this controller's session, sent again after a connection loss until
+        that session ends (``kafka_ha.zk.session_bound``); use with ``yield from``."""
+        session = self.session
+        while True:
+            try:
+                return (yield self.world.zk_call(self.process, lambda _current: fn(session), f"{self}: {what}"))
+            except ConnectionLoss:
+                yield Sleep(RETRY_MS)
 
     # ---- handlers ------------------------------------------------------------------
 
     def _on_failover(self, _arg):
         zk = self.world.zk
-        self.live = yield self._zk(zk.get_live_brokers, "read brokers")
+        self.live = yield from self._zk(zk.get_live_brokers, "read brokers")
         for tp, replicas in sorted(self.world.assignments.items()):
             try:
-                self.states[tp] = yield self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"read {tp}")
+                self.states[tp] = yield from self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"read {tp}")
             except NoNodeError:
                 first = election.initial_state(replicas, set(self.live), self.epoch)
                 if first is not None:
-                    version = yield self._write(tp, first, -1)
-                    self.states[tp] = first.with_zk_version(version)
-                    self.world.note(f"{self} created {tp}: {_fmt(self.states[tp])}")
+                    try:
+                        version = yield from self._write(tp, first, -1)
+                        self.states[tp] = first.with_zk_version(version)
+                        self.world.note(f"{self} created {tp}: {_fmt(self.states[tp])}")
+                    except NodeExistsError:      # our create whose reply was lost
+                        self.states[tp] = yield from self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"read {tp}")
         self._send_all(self.states, to=set(self.live), metadata_to=set(self.live))
         offline = [tp for tp, s in sorted(self.states.items()) if s.leader not in self.live]
         written = yield from self._change(offline, self._decide_for(set(self.live)))
@@ -124,7 +131,7 @@ class SimController:
 
     def _on_brokers(self, _arg):
         zk = self.world.zk
-        current = yield self._zk(zk.get_live_brokers, "read brokers")
+        current = yield from self._zk(zk.get_live_brokers, "read brokers")
         dead = set(self.live) - set(current)
         new = set(current) - set(self.live)
         bounced = {b for b in set(self.live) & set(current) if self.live[b] != current[b]}
@@ -149,7 +156,7 @@ class SimController:
 
     def _on_isr_change(self, tp: TopicPartition):
         zk = self.world.zk
-        self.states[tp] = yield self._zk(lambda s: zk.get_state(s, tp), f"re-read {tp}")
+        self.states[tp] = yield from self._zk(lambda s: zk.get_state(s, tp), f"re-read {tp}")
         self._send_all({}, to=set(), metadata_to=set(self.live), extra_metadata={tp: self.states[tp]})
 
     def _on_preferred(self, tp: TopicPartition):
@@ -159,7 +166,7 @@ class SimController:
         self._send_all(written, to=set(self.live), metadata_to=set(self.live))
 
     def _on_moved(self, _arg):
-        owner, epoch = yield self._zk(self.world.zk.get_controller, "read /controller")
+        owner, epoch = yield from self._zk(self.world.zk.get_controller, "read /controller")
         if owner is None or epoch != self.epoch:
             self.resign(f"/controller is now {owner} with controller epoch {epoch}")
 
@@ -186,7 +193,7 @@ class SimController:
                 if outcome.decision is None:
                     continue
                 try:
-                    version = yield self._write(tp, outcome.decision, current.zk_version)
+                    version = yield from self._write(tp, outcome.decision, current.zk_version)
                 except BadVersionError:
                     conflicts.append((tp, outcome.decision))
                     continue
@@ -194,7 +201,7 @@ class SimController:
                 self.world.note(f"{self} changed {tp} to {_fmt(written[tp])}: {outcome.reason}")
             pending = {}
             for tp, decision in conflicts:
-                stored = yield self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"re-read {tp}")
+                stored = yield from self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"re-read {tp}")
                 if stored.controller_epoch > self.epoch:
                     raise ControllerFenced(f"{tp} was written by controller epoch {stored.controller_epoch}")
                 self.states[tp] = stored
