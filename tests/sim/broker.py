@@ -106,6 +106,15 @@ class BrokerProcess:
     def partition(self, tp: TopicPartition):
         return self.rm.partitions.get(tp)
 
+    def shutdown_cleanly(self) -> None:
+        """A clean stop: ReplicaManager.shutdown's checkpoints, flush and clean-shutdown marker."""
+        self.alive = False
+        for greenlet in self.greenlets:
+            greenlet.kill(block=False)
+        self.greenlets.clear()
+        self.rm.checkpoint_high_watermarks()
+        self.log_manager.close()
+
     def crash(self, power_loss: bool, rng: random.Random) -> dict[TopicPartition, str]:
         """End this process; returns what each log lost."""
         self.alive = False

@@ -51,6 +51,7 @@ class SimController:
         self.active = True
         self.live: dict[int, int] = {}                          # broker -> czxid
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.shutting_down: set[int] = set()
         self._queue: deque = deque()
         self._busy = False
         self._channels: dict[int, deque] = {}
@@ -140,6 +141,7 @@ class SimController:
         self.world.note(f"{self}: broker change: new {sorted(new)}, dead {sorted(dead)}, "
                         f"bounced {sorted(bounced)}")
         self.live = current
+        self.shutting_down -= dead | new | bounced
         failed = dead | bounced
         if failed:
             affected = [tp for tp, r in sorted(self.world.assignments.items()) if failed & set(r)]
@@ -165,6 +167,17 @@ class SimController:
             [tp], lambda _tp, cur: election.preferred_election(cur, replicas, set(self.live), self.epoch))
         self._send_all(written, to=set(self.live), metadata_to=set(self.live))
 
+    def _on_controlled_shutdown(self, broker: int):
+        """A broker asks to shut down: its leaderships move to other live ISR members and it
+        leaves the ISRs (election.controlled_shutdown_election); then it stops."""
+        self.shutting_down.add(broker)
+        affected = [tp for tp, r in sorted(self.world.assignments.items()) if broker in r]
+        decide = lambda tp, cur: election.controlled_shutdown_election(  # noqa: E731
+            cur, self.world.assignments[tp], set(self.live), self.shutting_down, self.epoch)
+        written = yield from self._change(affected, decide)
+        self._send_all(written, to=set(self.live), metadata_to=set(self.live))
+        self.world.controlled_shutdown_answered(broker)
+
     def _on_moved(self, _arg):
         owner, epoch = yield from self._zk(self.world.zk.get_controller, "read /controller")
         if owner is None or epoch != self.epoch:
@@ -174,7 +187,8 @@ class SimController:
 
     def _decide_for(self, live: set[int]):
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
-            return election.on_brokers_changed(current, self.world.assignments[tp], live, False, self.epoch)
+            return election.on_brokers_changed(current, self.world.assignments[tp], live,
+                                               self.world.params.unclean, self.epoch)
         return decide
 
     def _write(self, tp: TopicPartition, state: LeaderAndIsr, version: int):
@@ -269,7 +283,7 @@ class SimController:
                 said = f"UpdateMetadata live {[b['id'] for b in body['live_brokers']]}"
             self._drain(broker)
             return f"B{broker} handles {said} from controller epoch {body['controller_epoch']}"
-        world.sched.at(world.net.delay(), deliver, f"{self} -> B{broker} {kind}")
+        world.sched.at(world.net.delay(broker, control=True, src=self.process.broker_id), deliver, f"{self} -> B{broker} {kind}")
 
 
 def _fmt(s: LeaderAndIsr) -> str:

@@ -4,15 +4,19 @@ Kinds (names as in ``--faults``):
 
 - ``net``: on top of the run's standing message loss and slow messages, a
   slow spell (most messages slow for a while), which reorders a lot;
+- ``busy``: a broker answers slowly for a while (its request queue is backed up, or it
+  pauses): every message to it, the controller's included, waits up to some extra time;
 - ``crash``: kill -9 of a broker, restarted after a while (nothing written is lost);
 - ``power``: a broker loses power: unflushed data is cut (see ``tests.sim.broker``);
 - ``zk-disconnect``: a broker loses ZooKeeper for a while, shorter or longer than
   the session timeout (then its session expires while it keeps serving);
-- ``partition``: two brokers cannot talk for a while (a follower cut off from its
-  leader, but not from ZooKeeper);
+- ``partition``: two brokers cannot talk, or talk slowly, for a while (a follower cut
+  off from its leader, but not from ZooKeeper; a degraded link);
 - ``controller-move``: ``/controller`` is deleted; a new controller (epoch + 1) takes
   over while the old one may still be writing;
 - ``preferred``: a preferred-replica election (leadership moves without a failure);
+- ``controlled-shutdown``: a broker has the controller move its leaderships away and
+  leave the ISRs, then stops cleanly (flush, clean-shutdown marker) and restarts later;
 - ``leader-burst``: the leader fails (crash or session expiry) and, a moment later,
   whoever leads then fails or is moved too: two leader changes in quick succession;
 - ``conflict``: ZooKeeper answers slowly for a while, so the leaders' ISR writes and
@@ -39,9 +43,10 @@ from tests.sim.invariants import Checker
 if TYPE_CHECKING:
     from tests.sim.world import World
 
-WEIGHTS = {"net": 2, "crash": 3, "power": 3, "zk-disconnect": 3, "partition": 3,
-           "controller-move": 1, "preferred": 3, "leader-burst": 3, "conflict": 2}
-DISRUPTIVE = {"crash", "power", "controller-move", "preferred", "leader-burst"}
+WEIGHTS = {"net": 2, "busy": 3, "crash": 3, "power": 3, "zk-disconnect": 3, "partition": 3,
+           "controller-move": 1, "preferred": 3, "controlled-shutdown": 3, "leader-burst": 3,
+           "conflict": 2}
+DISRUPTIVE = {"crash", "power", "controller-move", "preferred", "controlled-shutdown", "leader-burst"}
 
 
 class FaultInjector:
@@ -98,6 +103,28 @@ class FaultInjector:
             return "slow spell over"
         self.world.sched.at(duration, end, "network")
         return f"slow spell: most messages take up to {params.tail_max_ms} ms for {duration} ms"
+
+    def _busy(self, broker: int | None = None) -> str:
+        broker = self._leader_or_any() if broker is None else broker
+        control = self.rng.random() < 0.5
+        lags = self.world.net.params.control_lag if control else self.world.net.params.busy
+        lags[broker] = extra = self.rng.choice((50, 200, 600, 1500) if control else (50, 200, 600))
+        duration = self.rng.randint(200, 1500)
+
+        def end() -> str:
+            if lags.get(broker) == extra:
+                lags.pop(broker, None)
+            return f"B{broker} keeps up again"
+        self.world.sched.at(duration, end, "network")
+        if control:
+            return f"the controller's requests to B{broker} are backed up: up to {extra} ms, for {duration} ms"
+        return f"B{broker} is busy: messages to it wait up to {extra} ms more, for {duration} ms"
+
+    def _controlled_shutdown(self) -> str | None:
+        broker = self._leader_or_any()
+        if self.world.process_of(broker) is None:
+            return None
+        return self.world.controlled_shutdown(broker)
 
     def _crash(self) -> str | None:
         broker = self._leader_or_any()
@@ -165,12 +192,21 @@ class FaultInjector:
         a = self._leader_or_any()
         b = self.rng.choice([x for x in self.world.params.brokers if x != a])
         pair = frozenset((a, b))
-        cut = self.world.net.params.cut
-        cut.add(pair)
+        params = self.world.net.params
         duration = self.rng.randint(100, 1500)
+        if self.rng.random() < 0.5:
+            params.slow_links[pair] = extra = self.rng.choice((100, 300, 800))
+
+            def recover() -> str:
+                if params.slow_links.get(pair) == extra:
+                    params.slow_links.pop(pair, None)
+                return f"the link between B{a} and B{b} is fast again"
+            self.world.sched.at(duration, recover, "network")
+            return f"the link between B{a} and B{b} is slow (up to {extra} ms more) for {duration} ms"
+        params.cut.add(pair)
 
         def heal() -> str:
-            cut.discard(pair)
+            params.cut.discard(pair)
             return f"B{a} and B{b} can talk again"
         self.world.sched.at(duration, heal, "network")
         return f"B{a} and B{b} cannot talk for {duration} ms"
@@ -187,32 +223,47 @@ class FaultInjector:
         return f"preferred-replica election of {tp} requested"
 
     def _leader_burst(self) -> str | None:
+        """Two leader changes in quick succession, while some brokers lag behind the controller.
+
+        Either change is a crash, a session expiry, a preferred-replica election or a
+        controlled shutdown of whoever leads then; often the leader, or another broker, is
+        busy meanwhile, so that brokers learn of the two changes in different orders.
+        """
         tp = self._tp()
         state = self.world.zk_state(tp)
         if state is None or state.leader < 0:
             return None
-        first = self._fail(state.leader)
+        said = []
+        if self.rng.random() < 0.7:
+            said.append(self._busy(self.rng.choice((state.leader, self.rng.choice(self.world.params.brokers)))))
+        said.append(self._move_leadership(tp, state.leader))
 
         def second() -> str | None:
             if not self.active or self.frozen():
                 return "skipped"
             now = self.world.zk_state(tp)
             if now is None or now.leader < 0:
-                return "no leader to fail"
-            if self.rng.random() < 0.3 and self.world.controller is not None:
-                self.world.controller.enqueue("preferred", tp)
-                return f"then a preferred-replica election of {tp}"
-            return "then " + self._fail(now.leader)
-        self.world.sched.at(self.rng.randint(50, 1200), second, f"leader burst on {tp}")
-        return f"leader burst on {tp}: {first}"
+                return "no leader to move"
+            return "then " + self._move_leadership(tp, now.leader)
+        gap = self.rng.randint(5, 150) if self.rng.random() < 0.5 else self.rng.randint(150, 1200)
+        self.world.sched.at(gap, second, f"leader burst on {tp}")
+        return f"leader burst on {tp}: " + "; ".join(said)
 
-    def _fail(self, broker: int) -> str:
-        if self.rng.random() < 0.5:
-            said = self.world.crash_broker(broker, power_loss=False)
-            self._restart_later(broker)
+    def _move_leadership(self, tp, leader: int) -> str:
+        roll = self.rng.random()
+        if leader != self.world.assignments[tp][0] and self.rng.random() < 0.5:
+            roll = 0.0       # away from its preferred replica: usually an operator moves it back
+        if roll < 0.25 and self.world.controller is not None and self.world.controller.alive():
+            self.world.controller.enqueue("preferred", tp)
+            return f"a preferred-replica election of {tp}"
+        if roll < 0.5:
+            return self.world.controlled_shutdown(leader)
+        if roll < 0.75:
+            said = self.world.crash_broker(leader, power_loss=False)
+            self._restart_later(leader)
             return said
         timeout = self.world.params.session_timeout_ms
-        return self.world.disconnect_zk(broker, self.rng.randint(timeout + 50, 3 * timeout))
+        return self.world.disconnect_zk(leader, self.rng.randint(timeout + 50, 3 * timeout))
 
     def _conflict(self) -> str:
         params = self.world.params
@@ -235,6 +286,9 @@ class FaultInjector:
         params = world.net.params
         params.loss, params.tail = 0.0, 0.0
         params.cut.clear()
+        params.busy.clear()
+        params.control_lag.clear()
+        params.slow_links.clear()
         world.params.zk_reply_loss = 0.0
         for b in world.params.brokers:
             proc = world.process_of(b)

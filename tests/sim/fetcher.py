@@ -109,8 +109,16 @@ class SimFetcher:
             epoch = p.log.latest_epoch()
             request = {"topics": [{"topic": tp.topic, "partitions": [
                 {"partition": tp.partition, "leader_epoch": epoch}]}]}
-            net.request(self.process, self.leader,
-                        lambda leader: leader.data_plane.offsets_for_leader_epoch(request, EPOCH_VERSION),
+            asked_in = p.leader_epoch
+
+            def answer(leader):
+                lp = leader.partition(tp)
+                if lp is not None and lp.is_leader and lp.leader_epoch < asked_in:
+                    self._world.stats["epoch questions answered by a stale leader"] += 1
+                    self._world.note(f"{leader} answers as leader of epoch {lp.leader_epoch}; "
+                                     f"B{me} follows it in epoch {asked_in}")
+                return leader.data_plane.offsets_for_leader_epoch(request, EPOCH_VERSION)
+            net.request(self.process, self.leader, answer,
                         answered(self._on_epoch_answer), failed, timeout,
                         f"B{me} OffsetsForLeaderEpoch({tp}, epoch {epoch})")
             return f"asks B{self.leader} where epoch {epoch} ends"
@@ -133,6 +141,10 @@ class SimFetcher:
 
     @staticmethod
     def _serve_fetch(leader: BrokerProcess, request: dict) -> dict:
+        part = request["topics"][0]["partitions"][0]
+        p = leader.partition(TopicPartition(request["topics"][0]["topic"], part["partition"]))
+        if p is not None and p.is_leader and part["fetch_offset"] > p.log.log_end_offset:
+            leader.world.stats["fetches beyond the leader's LEO"] += 1
         response = leader.data_plane.fetch(request, FETCH_VERSION)
         for topic in response["responses"]:
             for entry in topic["partitions"]:
@@ -149,11 +161,17 @@ class SimFetcher:
         p = self._partition()
         leader_epoch, leader_end = entry["leader_epoch"], entry["end_offset"]
         leo = p.log.log_end_offset
-        decision = decide_truncation(leader_epoch, leader_end, p.log.end_offset_for_epoch(leader_epoch),
-                                     leo, p.high_watermark, p.log.log_start_offset)
+        own = p.log.end_offset_for_epoch(leader_epoch)
+        decision = decide_truncation(leader_epoch, leader_end, own, leo, p.high_watermark,
+                                     p.log.log_start_offset)
         self.truncation_rounds += 1
+        if own[0] >= 0 and leader_epoch >= 0 and own[0] != leader_epoch:
+            # The leader's answer names an epoch this follower never had: the case a
+            # single round of KIP-279 truncation can get wrong.
+            self._world.stats["epoch answers unknown to the follower"] += 1
         said = f"leader says epoch {leader_epoch} ends at {leader_end}"
         if decision.offset < leo:
+            self._world.stats["truncations that cut data"] += 1
             p.truncate_to(decision.offset)
             said += f"; truncated {leo} -> {p.log.log_end_offset}"
         if decision.complete:
@@ -183,6 +201,7 @@ class SimFetcher:
             self._next(0 if got else self._world.idle_fetch_delay())
             return f"+{got} -> LEO {p.log.log_end_offset}, HW {p.high_watermark} (leader HW {entry['high_watermark']})"
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._world.stats["fetches out of range"] += 1
             self.state = "listing"
             self._next(0)
             return f"OFFSET_OUT_OF_RANGE at {p.log.log_end_offset}"

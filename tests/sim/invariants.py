@@ -31,6 +31,13 @@ checked again.
 5. Convergence: once faults stop (all brokers up and connected, no loss, no
    cut links), all replicas end with identical logs, HW = LEO everywhere, the
    ISR holding every replica, and every acknowledged record below the HW.
+
+With unclean leader election enabled (a quarter of the seeds), a replica
+outside the ISR may be elected and acknowledged records may be lost: Kafka
+promises nothing else then.  Those runs check 2, 3 and 5 but not 1 and 4, and
+not the "acknowledged records below the HW" part of 5: the replicas must still
+agree with their leader and converge, which is what a follower that keeps a
+divergent suffix breaks.
 """
 from __future__ import annotations
 
@@ -159,6 +166,8 @@ class Checker:
     def _check_ack(self, ack: Ack) -> None:
         if ack.deposed:
             self.deposed_acks += 1
+        if self.world.params.unclean:
+            return
         state = self.world.zk_state(ack.tp)
         for member in state.isr if state is not None else ():
             proc = self.world.process_of(member)
@@ -191,7 +200,7 @@ class Checker:
     def _check_leader(self, leader: BrokerProcess, tp: TopicPartition) -> None:
         p = leader.partition(tp)
         view = self.view(leader, tp)
-        for ack in self.acked:
+        for ack in self.acked if not self.world.params.unclean else ():
             if ack.tp == tp and view.entry(ack.first_offset) != ack.data:
                 raise Violation("1 committed prefix", f"{ack} is not in the log of the leader {leader} "
                                 f"(epoch {p.leader_epoch}, LEO {p.log.log_end_offset}) at offset {ack.first_offset}")
@@ -250,7 +259,7 @@ class Checker:
                             f"leader LEO {p.log.log_end_offset}")
                 if self.view(world.process_of(b), tp).data != view.data:
                     return f"{tp}: B{b}'s log differs from the leader's"
-            for ack in self.acked:
+            for ack in self.acked if not world.params.unclean else ():
                 if ack.tp == tp and ack.last_offset >= p.high_watermark:
                     return f"{ack} is not below the HW {p.high_watermark}"
         return None

@@ -23,6 +23,9 @@ class NetworkParams:
     tail_max_ms: int = 300         # a slow message takes up to this long
     base_max_ms: int = 4           # an ordinary one up to this long
     cut: set[frozenset[int]] = field(default_factory=set)   # broker pairs that cannot talk
+    busy: dict[int, int] = field(default_factory=dict)      # broker -> extra ms its requests wait
+    control_lag: dict[int, int] = field(default_factory=dict)   # broker -> extra ms for controller requests
+    slow_links: dict[frozenset[int], int] = field(default_factory=dict)   # broker pair -> extra ms
 
 
 class SimNetwork:
@@ -34,11 +37,20 @@ class SimNetwork:
         self.sent = 0
         self.dropped = 0
 
-    def delay(self) -> int:
+    def delay(self, dst: int | None = None, control: bool = False, src: int | None = None) -> int:
+        """A message's time from ``src`` to ``dst``: a busy broker's requests wait in its queue,
+        the controller's requests to a broker whose channel is backed up wait longer, and a
+        degraded link between two brokers is slow both ways."""
         rng, p = self.sched.rng, self.params
+        extra = rng.randint(0, p.busy[dst]) if dst in p.busy else 0
+        link = frozenset((src, dst))
+        if src is not None and link in p.slow_links:
+            extra += rng.randint(p.slow_links[link] // 2, p.slow_links[link])
+        if control and dst in p.control_lag:
+            extra += rng.randint(p.control_lag[dst] // 2, p.control_lag[dst])
         if p.tail and rng.random() < p.tail:
-            return rng.randint(p.base_max_ms, p.tail_max_ms)
-        return rng.randint(0, p.base_max_ms)
+            return extra + rng.randint(p.base_max_ms, p.tail_max_ms)
+        return extra + rng.randint(0, p.base_max_ms)
 
     def _lost(self, src: int | None, dst: int) -> bool:
         p = self.params
@@ -87,7 +99,7 @@ class SimNetwork:
                 self.dropped += 1
                 self.sched.at(timeout_ms, lambda: finish(on_failure), f"{what} to B{dst}: timed out")
                 return "handled, answer lost"
-            self.sched.at(self.delay(), lambda: finish(lambda: on_response(answer)),
+            self.sched.at(self.delay(src, src=dst), lambda: finish(lambda: on_response(answer)),
                           f"{what} answer from B{dst}")
             return "handled"
-        self.sched.at(self.delay(), arrive, f"{what} arrives at B{dst}")
+        self.sched.at(self.delay(dst, src=src), arrive, f"{what} arrives at B{dst}")

@@ -15,8 +15,8 @@ from tests.sim.network import NetworkParams
 
 # Every kind of fault the injector knows (tests.sim.faults); "net" is message loss,
 # slow messages and reordering on every connection.
-ALL_FAULTS = ("net", "crash", "power", "zk-disconnect", "partition", "controller-move",
-              "preferred", "leader-burst", "conflict", "zk-reply-loss")
+ALL_FAULTS = ("net", "busy", "crash", "power", "zk-disconnect", "partition", "controller-move",
+              "preferred", "controlled-shutdown", "leader-burst", "conflict", "zk-reply-loss")
 # zk-reply-loss is off unless asked for: it exercises the ZooKeeper connection-loss path of the
 # leader's ISR write (issue 18 defect 4), which tests.sim.isr_writer mirrors from today's writer.
 DEFAULT_FAULTS = tuple(f for f in ALL_FAULTS if f != "zk-reply-loss")
@@ -29,6 +29,7 @@ class SimParams:
     brokers: tuple[int, ...] = (1, 2, 3)
     partitions: int = 1
     min_isr: int = 2
+    unclean: bool = False             # unclean.leader.election.enable
     lag_time_max_ms: int = 500
     shrink_check_ms: int = 250
     session_timeout_ms: int = 600
@@ -51,7 +52,8 @@ class SimParams:
 
     def describe(self) -> str:
         n = self.network
-        return (f"partitions={self.partitions} min.insync={self.min_isr} flush.messages={self.flush_messages} "
+        return (f"partitions={self.partitions} min.insync={self.min_isr} unclean={self.unclean} "
+                f"flush.messages={self.flush_messages} "
                 f"flush every={self.flush_interval_ms} segment={self.segment_bytes} "
                 f"loss={n.loss} slow={n.tail} (<= {n.tail_max_ms} ms) fault rate={self.fault_rate:.3f} "
                 f"zk reply loss={self.zk_reply_loss} faults={','.join(self.faults)}")
@@ -63,6 +65,7 @@ def draw_params(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps
     p = SimParams(seed=seed, faults=tuple(faults), fault_steps=fault_steps)
     p.partitions = rng.choice((1, 1, 2))
     p.min_isr = rng.choice((1, 2, 2))
+    p.unclean = rng.random() < 0.25
     p.flush_messages = rng.choice((None, None, 1, 4))
     p.flush_interval_ms = rng.choice((None, 200, 1000))
     p.segment_bytes = rng.choice((1 << 20, 1 << 20, 2048))

@@ -80,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     deadline = None if args.minutes is None else started + args.minutes * 60
     seed, ran, failed = args.first, 0, []
+    stats: dict[str, int] = {}
     while (deadline is None and ran < args.seeds) or (deadline is not None and time.monotonic() < deadline):
         result = run_one(seed, faults, args.steps, trace=False)
         ran += 1
+        for key, n in result.stats.items():
+            stats[key] = stats.get(key, 0) + n
         if not result.ok:
             failed.append(seed)
             print(f"{result.summary()}\n    {result.invariant}: {result.message}\n"
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         seed += 1
     elapsed = time.monotonic() - started
     rate = ran / elapsed * 60 if elapsed > 0 else float("inf")
+    if stats:
+        print("cases reached: " + ", ".join(f"{k} {n}" for k, n in sorted(stats.items())))
     print(f"{ran} seeds ({args.first}..{seed - 1}), {len(failed)} failed"
           f"{' ' + str(failed[:20]) if failed else ''}; {elapsed:.1f} s, {rate:.0f} seeds per minute")
     return 1 if failed else 0

@@ -43,6 +43,7 @@ class SeedResult:
     deposed_acks: int = 0
     truncation_rounds: int = 0
     faults: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -135,5 +136,6 @@ def _run(world: World, result: SeedResult, trace: bool) -> None:
         result.acked = len(checker.acked)
         result.deposed_acks = checker.deposed_acks
         result.faults = dict(collections.Counter(injector.injected))
+        result.stats = dict(world.stats)
         result.truncation_rounds = sum(f.truncation_rounds for b in world.params.brokers
                                        if (p := world.processes[b]) is not None for f in p.fetchers.values())

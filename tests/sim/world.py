@@ -8,6 +8,7 @@ step by step and checks the invariants after every step.
 """
 from __future__ import annotations
 
+import collections
 import os
 from typing import Any, Callable
 
@@ -60,6 +61,7 @@ class World:
         self.on_state_written: list[Callable[[TopicPartition, LeaderAndIsr, str], None]] = []
         self.on_crash: list[Callable[[BrokerProcess, dict], None]] = []
         self.greenlet_errors: list[str] = []
+        self.stats: collections.Counter = collections.Counter()   # how often interesting cases came up
 
     # ---- helpers -----------------------------------------------------------------
 
@@ -144,6 +146,8 @@ class World:
                   f"isr {list(state.isr)} v{state.zk_version} (by {writer})")
         for hook in self.on_state_written:
             hook(tp, state, writer)
+        if "controller" in writer:
+            self.stats["leader epochs"] += 1
 
     # ---- broker lifecycle ------------------------------------------------------------
 
@@ -201,6 +205,28 @@ class World:
                       f"ZooKeeper: session of {proc} times out")
         kind = "loses power" if power_loss else "crashes"
         return f"{proc} {kind}" + (f"; lost unflushed data: {lost}" if lost else "")
+
+    def controlled_shutdown(self, broker: int) -> str:
+        """The broker asks the controller to move its leaderships, then stops cleanly."""
+        proc = self.process_of(broker)
+        if proc is None or self.controller is None or not self.controller.alive():
+            return f"B{broker} cannot shut down in a controlled way now"
+        self.controller.enqueue("controlled_shutdown", broker)
+        return f"{proc} asks the controller for a controlled shutdown"
+
+    def controlled_shutdown_answered(self, broker: int) -> None:
+        proc = self.process_of(broker)
+        if proc is None:
+            return
+
+        def stop() -> str:
+            if not proc.alive:
+                return "already gone"
+            proc.shutdown_cleanly()
+            self.zk.expire(proc.session)      # a closed session's ephemeral nodes go at once
+            self.sched.at(self.rng.randint(50, 1000), lambda: self.start_broker(broker), f"restart B{broker}")
+            return f"{proc} shut down cleanly"
+        self.sched.at(self.net.delay(broker), stop, f"{proc} gets its controlled-shutdown answer")
 
     def _expire(self, session: int) -> str:
         return "expired" if self.zk.expire(session) else "already gone"
