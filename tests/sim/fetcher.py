@@ -161,7 +161,7 @@ class SimFetcher:
         p = self._partition()
         leader_epoch, leader_end = entry["leader_epoch"], entry["end_offset"]
         leo = p.log.log_end_offset
-        own = p.log.end_offset_for_epoch(leader_epoch)
+        own = p.log.end_offset_for_epoch(leader_epoch) if leader_epoch >= 0 else (-1, -1)
         decision = decide_truncation(leader_epoch, leader_end, own, leo, p.high_watermark,
                                      p.log.log_start_offset)
         self.truncation_rounds += 1
@@ -172,11 +172,16 @@ class SimFetcher:
         said = f"leader says epoch {leader_epoch} ends at {leader_end}"
         if decision.offset < leo:
             self._world.stats["truncations that cut data"] += 1
-            p.truncate_to(decision.offset)
+        # Also when nothing is cut, as the fetcher does: the log drops an epoch that starts
+        # at its end (one this broker led without appending), or the next round asks for it again.
+        p.truncate_to(decision.offset)
+        if p.log.log_end_offset < leo:
             said += f"; truncated {leo} -> {p.log.log_end_offset}"
         if decision.complete:
             self.state = "fetching"
             said += "; fetching"
+            for hook in self._world.on_truncated:
+                hook(self.process, self.tp, self.leader)
         else:
             said += "; asking again"
         self._next(0)

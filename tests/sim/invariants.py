@@ -31,6 +31,11 @@ checked again.
 5. Convergence: once faults stop (all brokers up and connected, no loss, no
    cut links), all replicas end with identical logs, HW = LEO everywhere, the
    ISR holding every replica, and every acknowledged record below the HW.
+6. Truncation (an early form of 2 and 5): when a follower has finished
+   truncating against the established leader of its own leader epoch, its
+   log is a prefix of the leader's, byte for byte.  (Logs that hold the same
+   epoch at the same offset hold the same records; that is what KIP-101/279
+   truncation relies on.)
 
 With unclean leader election enabled (a quarter of the seeds), a replica
 outside the ISR may be elected and acknowledged records may be lost: Kafka
@@ -50,6 +55,10 @@ from tests.sim.producer import Ack
 
 if TYPE_CHECKING:
     from tests.sim.world import World
+
+
+def _epochs(log) -> str:
+    return " ".join(f"{e.epoch}@{e.start_offset}" for e in log.epoch_cache.entries()) or "-"
 
 
 class Violation(Exception):
@@ -102,6 +111,7 @@ class Checker:
         self._views: dict[tuple, LogView] = {}
         world.on_state_written.append(self._on_zk_write)
         world.on_crash.append(self._on_crash)
+        world.on_truncated.append(self._on_truncated)
 
     # ---- hooks -----------------------------------------------------------------------
 
@@ -115,6 +125,20 @@ class Checker:
     def _on_crash(self, proc: BrokerProcess, lost: dict) -> None:
         if lost:
             self.amnesiac.setdefault(proc.broker_id, set()).update(lost)
+
+    def _on_truncated(self, follower: BrokerProcess, tp: TopicPartition, leader_id: int) -> None:
+        leader = self.established_leader(tp)
+        fp = follower.partition(tp)
+        if leader is None or leader.broker_id != leader_id or fp is None \
+                or leader.partition(tp).leader_epoch != fp.leader_epoch:
+            return                        # it truncated against a leader that is not (yet) established
+        mine, theirs = self.view(follower, tp), self.view(leader, tp)
+        if theirs.data[:len(mine.data)] != mine.data:
+            at = next(i for i in range(len(mine.data)) if i >= len(theirs.data) or mine.data[i] != theirs.data[i])
+            raise Violation("6 truncation", f"{follower} finished truncating against leader {leader} "
+                            f"(epoch {fp.leader_epoch}) at LEO {fp.log.log_end_offset}, but its log differs "
+                            f"from the leader's from the entry at offset {mine.first_offset_at(at)} "
+                            f"(epochs: follower {_epochs(fp.log)}, leader {_epochs(leader.partition(tp).log)})")
 
     def is_amnesiac(self, broker: int, tp: TopicPartition) -> bool:
         return tp in self.amnesiac.get(broker, ())

@@ -59,6 +59,7 @@ class World:
         self.controller: SimController | None = None
         self.notes: list[str] = []
         self.on_state_written: list[Callable[[TopicPartition, LeaderAndIsr, str], None]] = []
+        self.on_truncated: list[Callable[[BrokerProcess, TopicPartition, int], None]] = []
         self.on_crash: list[Callable[[BrokerProcess, dict], None]] = []
         self.greenlet_errors: list[str] = []
         self.stats: collections.Counter = collections.Counter()   # how often interesting cases came up
