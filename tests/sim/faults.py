@@ -4,8 +4,10 @@ Kinds (names as in ``--faults``):
 
 - ``net``: on top of the run's standing message loss and slow messages, a
   slow spell (most messages slow for a while), which reorders a lot;
-- ``busy``: a broker answers slowly for a while (its request queue is backed up, or it
-  pauses): every message to it, the controller's included, waits up to some extra time;
+- ``busy``: a broker is slow for a while: either its data requests (fetches, produce,
+  epoch queries) wait up to some extra time (a slow disk, a backed-up request queue)
+  while the controller's requests, on their own connection, do not; or the other way
+  round, the controller's requests to it are backed up;
 - ``crash``: kill -9 of a broker, restarted after a while (nothing written is lost);
 - ``power``: a broker loses power: unflushed data is cut (see ``tests.sim.broker``);
 - ``zk-disconnect``: a broker loses ZooKeeper for a while, shorter or longer than
@@ -188,8 +190,8 @@ class FaultInjector:
         duration = self.rng.randint(timeout + 50, 3 * timeout) if expires else self.rng.randint(20, timeout - 100)
         return self.world.disconnect_zk(broker, duration)
 
-    def _partition(self) -> str:
-        a = self._leader_or_any()
+    def _partition(self, a: int | None = None) -> str:
+        a = self._leader_or_any() if a is None else a
         b = self.rng.choice([x for x in self.world.params.brokers if x != a])
         pair = frozenset((a, b))
         params = self.world.net.params
@@ -234,8 +236,11 @@ class FaultInjector:
         if state is None or state.leader < 0:
             return None
         said = []
-        if self.rng.random() < 0.7:
+        roll = self.rng.random()
+        if roll < 0.35:
             said.append(self._busy(self.rng.choice((state.leader, self.rng.choice(self.world.params.brokers)))))
+        elif roll < 0.7:
+            said.append(self._partition(state.leader))
         said.append(self._move_leadership(tp, state.leader))
 
         def second() -> str | None:

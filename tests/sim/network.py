@@ -23,7 +23,7 @@ class NetworkParams:
     tail_max_ms: int = 300         # a slow message takes up to this long
     base_max_ms: int = 4           # an ordinary one up to this long
     cut: set[frozenset[int]] = field(default_factory=set)   # broker pairs that cannot talk
-    busy: dict[int, int] = field(default_factory=dict)      # broker -> extra ms its requests wait
+    busy: dict[int, int] = field(default_factory=dict)      # broker -> extra ms its data requests wait
     control_lag: dict[int, int] = field(default_factory=dict)   # broker -> extra ms for controller requests
     slow_links: dict[frozenset[int], int] = field(default_factory=dict)   # broker pair -> extra ms
 
@@ -38,11 +38,12 @@ class SimNetwork:
         self.dropped = 0
 
     def delay(self, dst: int | None = None, control: bool = False, src: int | None = None) -> int:
-        """A message's time from ``src`` to ``dst``: a busy broker's requests wait in its queue,
-        the controller's requests to a broker whose channel is backed up wait longer, and a
+        """A message's time from ``src`` to ``dst``: a busy broker's data requests (fetches,
+        produce) wait, while the controller's requests, on a connection of their own, do not;
+        the controller's requests to a broker whose channel is backed up wait longer; a
         degraded link between two brokers is slow both ways."""
         rng, p = self.sched.rng, self.params
-        extra = rng.randint(0, p.busy[dst]) if dst in p.busy else 0
+        extra = rng.randint(0, p.busy[dst]) if dst in p.busy and not control else 0
         link = frozenset((src, dst))
         if src is not None and link in p.slow_links:
             extra += rng.randint(p.slow_links[link] // 2, p.slow_links[link])
