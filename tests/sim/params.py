@@ -20,6 +20,9 @@ ALL_FAULTS = ("net", "busy", "crash", "power", "zk-disconnect", "partition", "co
 # zk-reply-loss is off unless asked for: it exercises the ZooKeeper connection-loss path of the
 # leader's ISR write (issue 18 defect 4), which tests.sim.isr_writer mirrors from today's writer.
 DEFAULT_FAULTS = tuple(f for f in ALL_FAULTS if f != "zk-reply-loss")
+# Steps with faults per seed.  A step is one event (a message delivered, a timer, a fault), so
+# this is about three simulated seconds: a few hundred fetches and a handful of leader changes.
+DEFAULT_STEPS = 1000
 
 
 @dataclass
@@ -46,7 +49,7 @@ class SimParams:
     notify_delay_max_ms: int = 500
     zk_reply_loss: float = 0.0
     fault_rate: float = 0.02          # probability of a fault before each step
-    fault_steps: int = 400
+    fault_steps: int = DEFAULT_STEPS
     quiet_max_ms: int = 30_000
     network: NetworkParams = field(default_factory=NetworkParams)
 
@@ -59,7 +62,7 @@ class SimParams:
                 f"zk reply loss={self.zk_reply_loss} faults={','.join(self.faults)}")
 
 
-def draw_params(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: int = 400) -> SimParams:
+def draw_params(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: int = DEFAULT_STEPS) -> SimParams:
     """The run's settings, from its own random stream (so adding a knob changes no run's faults)."""
     rng = random.Random(f"params-{seed}")
     p = SimParams(seed=seed, faults=tuple(faults), fault_steps=fault_steps)

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from tests.sim.params import ALL_FAULTS, DEFAULT_FAULTS
+from tests.sim.params import ALL_FAULTS, DEFAULT_FAULTS, DEFAULT_STEPS
 from tests.sim.simulation import SeedResult, run_seed
 
 
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--seed", type=int, help="run one seed and print its trace")
     what.add_argument("--minutes", type=float, help="run seeds for this long")
     parser.add_argument("--first", type=int, default=0, help="first seed of --seeds/--minutes (default 0)")
-    parser.add_argument("--steps", type=int, default=400, help="steps with faults per seed (default 400)")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                        help=f"steps with faults per seed (default {DEFAULT_STEPS})")
     parser.add_argument("--faults", help=f"fault kinds: a list of {', '.join(ALL_FAULTS)}, "
                                          f"or +kind/-kind changes to the default")
     parser.add_argument("--tail", type=int, default=0, help="with --seed: print only the last K steps")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"VIOLATION {result.invariant}: {result.message}")
         return 0 if result.ok else 1
 
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     deadline = None if args.minutes is None else started + args.minutes * 60
     seed, ran, failed = args.first, 0, []
     stats: dict[str, int] = {}
@@ -91,16 +92,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result.summary()}\n    {result.invariant}: {result.message}\n"
                   f"    replay: python -m tests.sim.run --seed {seed}"
                   f"{' --faults ' + args.faults if args.faults else ''}"
-                  f"{' --steps ' + str(args.steps) if args.steps != 400 else ''}", flush=True)
+                  f"{' --steps ' + str(args.steps) if args.steps != DEFAULT_STEPS else ''}", flush=True)
             if args.stop_on_failure:
                 break
         seed += 1
-    elapsed = time.monotonic() - started
+    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     rate = ran / elapsed * 60 if elapsed > 0 else float("inf")
     if stats:
         print("cases reached: " + ", ".join(f"{k} {n}" for k, n in sorted(stats.items())))
     print(f"{ran} seeds ({args.first}..{seed - 1}), {len(failed)} failed"
-          f"{' ' + str(failed[:20]) if failed else ''}; {elapsed:.1f} s, {rate:.0f} seeds per minute")
+          f"{' ' + str(failed[:20]) if failed else ''}; {elapsed:.1f} s, {rate:.0f} seeds per minute "
+          f"({cpu / max(ran, 1) * 1000:.0f} ms of CPU per seed)")
     return 1 if failed else 0
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from tests.sim.faults import FaultInjector
 from tests.sim.invariants import Checker, Violation
-from tests.sim.params import DEFAULT_FAULTS, draw_params
+from tests.sim.params import DEFAULT_FAULTS, DEFAULT_STEPS, draw_params
 from tests.sim.producer import Producer
 from tests.sim.isr_writer import SimGevent
 from tests.sim.scheduler import patched_runtime
@@ -58,7 +58,7 @@ def _scratch_root() -> str | None:
     return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 
 
-def run_seed(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: int = 400,
+def run_seed(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: int = DEFAULT_STEPS,
              trace: bool = False) -> SeedResult:
     params = draw_params(seed, faults, fault_steps)
     result = SeedResult(seed, params.describe())
