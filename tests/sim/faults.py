@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from tests.sim.world import World
 
 WEIGHTS = {"net": 2, "busy": 3, "crash": 3, "power": 3, "zk-disconnect": 3, "partition": 3,
-           "controller-move": 1, "preferred": 3, "controlled-shutdown": 3, "leader-burst": 3,
+           "controller-move": 1, "preferred": 3, "controlled-shutdown": 3, "leader-burst": 5,
            "conflict": 2}
 DISRUPTIVE = {"crash", "power", "controller-move", "preferred", "controlled-shutdown", "leader-burst"}
 
@@ -106,9 +106,9 @@ class FaultInjector:
         self.world.sched.at(duration, end, "network")
         return f"slow spell: most messages take up to {params.tail_max_ms} ms for {duration} ms"
 
-    def _busy(self, broker: int | None = None) -> str:
+    def _busy(self, broker: int | None = None, control: bool | None = None) -> str:
         broker = self._leader_or_any() if broker is None else broker
-        control = self.rng.random() < 0.5
+        control = self.rng.random() < 0.5 if control is None else control
         lags = self.world.net.params.control_lag if control else self.world.net.params.busy
         lags[broker] = extra = self.rng.choice((50, 200, 600, 1500) if control else (50, 200, 600))
         duration = self.rng.randint(200, 1500)
@@ -190,9 +190,9 @@ class FaultInjector:
         duration = self.rng.randint(timeout + 50, 3 * timeout) if expires else self.rng.randint(20, timeout - 100)
         return self.world.disconnect_zk(broker, duration)
 
-    def _partition(self, a: int | None = None) -> str:
+    def _partition(self, a: int | None = None, b: int | None = None) -> str:
         a = self._leader_or_any() if a is None else a
-        b = self.rng.choice([x for x in self.world.params.brokers if x != a])
+        b = self.rng.choice([x for x in self.world.params.brokers if x != a]) if b is None else b
         pair = frozenset((a, b))
         params = self.world.net.params
         duration = self.rng.randint(100, 1500)
@@ -237,10 +237,15 @@ class FaultInjector:
             return None
         said = []
         roll = self.rng.random()
-        if roll < 0.35:
-            said.append(self._busy(self.rng.choice((state.leader, self.rng.choice(self.world.params.brokers)))))
-        elif roll < 0.7:
-            said.append(self._partition(state.leader))
+        others = [b for b in self.world.params.brokers if b != state.leader]
+        if roll < 0.3:           # a follower hears the controller late: it keeps following the old leader
+            said.append(self._busy(self.rng.choice(others), control=True))
+        elif roll < 0.6:         # the leader's data requests are slow: fetches in flight for long
+            said.append(self._busy(state.leader, control=False))
+        elif roll < 0.8:         # a slow link to the leader, often from its preferred replica
+            preferred = self.world.assignments[tp][0]
+            said.append(self._partition(state.leader, preferred if preferred != state.leader
+                                        and self.rng.random() < 0.5 else None))
         said.append(self._move_leadership(tp, state.leader))
 
         def second() -> str | None:
@@ -250,20 +255,22 @@ class FaultInjector:
             if now is None or now.leader < 0:
                 return "no leader to move"
             return "then " + self._move_leadership(tp, now.leader)
-        gap = self.rng.randint(5, 150) if self.rng.random() < 0.5 else self.rng.randint(150, 1200)
+        gap = self.rng.randint(5, 400) if self.rng.random() < 0.6 else self.rng.randint(400, 1200)
         self.world.sched.at(gap, second, f"leader burst on {tp}")
         return f"leader burst on {tp}: " + "; ".join(said)
 
     def _move_leadership(self, tp, leader: int) -> str:
+        """Mostly what operators do (rolling restarts: controlled shutdowns, preferred-replica
+        elections), sometimes a failure."""
         roll = self.rng.random()
-        if leader != self.world.assignments[tp][0] and self.rng.random() < 0.5:
+        if leader != self.world.assignments[tp][0] and self.rng.random() < 0.7:
             roll = 0.0       # away from its preferred replica: usually an operator moves it back
         if roll < 0.25 and self.world.controller is not None and self.world.controller.alive():
             self.world.controller.enqueue("preferred", tp)
             return f"a preferred-replica election of {tp}"
-        if roll < 0.5:
+        if roll < 0.65:
             return self.world.controlled_shutdown(leader)
-        if roll < 0.75:
+        if roll < 0.8:
             said = self.world.crash_broker(leader, power_loss=False)
             self._restart_later(leader)
             return said
