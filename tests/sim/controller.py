@@ -9,8 +9,9 @@ Decisions are the project's pure election functions (``initial_state``,
   broker gone or re-registered with a new czxid (bounced, KIP-380) is handled
   as failed, then a new or bounced one as started;
 - decisions start from the cached states; each is written with a conditional
-  write fenced by the controller epoch's version (a multi), and a version
-  conflict re-reads the znode and decides again (at most 10 attempts, as the
+  write fenced by the controller epoch's version (a multi), a state left as it
+  is gets a version check instead, and a version conflict of either re-reads
+  the znode and decides again (at most 10 attempts, as the
   real state machine); a re-read that shows our own write is taken as written
   (KAFKA-1382), one written by a newer controller epoch ends this controller;
 - the states it wrote go to the live replicas as LeaderAndIsr, and everyone
@@ -196,6 +197,11 @@ class SimController:
         return self._zk(lambda s: zk.controller_write(s, epoch_version, tp, state, version, repr(self)),
                         f"write {tp} {_fmt(state)} at version {version}")
 
+    def _check(self, tp: TopicPartition, version: int):
+        zk, epoch_version = self.world.zk, self.epoch_version
+        return self._zk(lambda s: zk.controller_check(s, epoch_version, tp, version),
+                        f"check {tp} is at version {version}")
+
     def _change(self, tps: list[TopicPartition], decide):
         zk = self.world.zk
         pending = {tp: self.states[tp] for tp in tps if tp in self.states}
@@ -205,6 +211,12 @@ class SimController:
             for tp, current in sorted(pending.items()):
                 outcome = decide(tp, current)
                 if outcome.decision is None:
+                    # Left as it is, but only if the cached version is current: leaders change
+                    # ISRs on their own, and a stale cache must be re-read and decided again.
+                    try:
+                        yield from self._check(tp, current.zk_version)
+                    except BadVersionError:
+                        conflicts.append((tp, None))
                     continue
                 try:
                     version = yield from self._write(tp, outcome.decision, current.zk_version)
@@ -219,8 +231,8 @@ class SimController:
                 if stored.controller_epoch > self.epoch:
                     raise ControllerFenced(f"{tp} was written by controller epoch {stored.controller_epoch}")
                 self.states[tp] = stored
-                if stored.same_content(decision):
-                    written[tp] = stored
+                if decision is not None and stored.same_content(decision):
+                    written[tp] = stored              # our write went through (KAFKA-1382)
                 else:
                     pending[tp] = stored
             if not pending:

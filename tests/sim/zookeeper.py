@@ -170,6 +170,18 @@ class SimZooKeeper:
             return 0
         return self._set(tp, state, version, writer)
 
+    def controller_check(self, session_id: int, epoch_version: int, tp: TopicPartition, version: int) -> int:
+        """The controller's version check of a state it decided to leave as it is (a fenced
+        multi of "check"), so that a stale cached version shows up as a conflict."""
+        self._check(session_id)
+        if epoch_version != self.controller_epoch_version:
+            raise ControllerFenced(f"controller epoch version {epoch_version} is not "
+                                   f"{self.controller_epoch_version}")
+        if tp not in self.states or self.states[tp][1] != version:
+            self.conflicts += 1
+            raise BadVersionError()
+        return version
+
     def _store(self, tp: TopicPartition, state: LeaderAndIsr, version: int) -> None:
         self.states[tp] = (zn.TopicPartitionStateZNode.encode(state), version)
         self._decoded[tp] = state.with_zk_version(version)
