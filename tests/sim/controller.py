@@ -125,7 +125,8 @@ class SimController:
                         self.states[tp] = first.with_zk_version(version)
                         self.world.note(f"{self} created {tp}: {_fmt(self.states[tp])}")
                     except NodeExistsError:      # our create whose reply was lost
-                        self.states[tp] = yield from self._zk(lambda s, tp=tp: zk.get_state(s, tp), f"read {tp}")
+                        self.states[tp] = yield from self._zk(lambda s, tp=tp: zk.get_state(s, tp),
+                                                              f"read {tp}")
         self._send_all(self.states, to=set(self.live), metadata_to=set(self.live))
         offline = [tp for tp, s in sorted(self.states.items()) if s.leader not in self.live]
         written = yield from self._change(offline, self._decide_for(set(self.live)))
@@ -289,13 +290,15 @@ class SimController:
             if kind == "LeaderAndIsr":
                 answer = target.rm.leader_and_isr(body, correlation)
                 errors = [e["error_code"] for e in answer["partition_errors"]]
-                said = f"LeaderAndIsr {[_fmt_wire(s) for s in body['partition_states']]} -> {errors or answer['error_code']}"
+                states = [_fmt_wire(s) for s in body["partition_states"]]
+                said = f"LeaderAndIsr {states} -> {errors or answer['error_code']}"
             else:
                 target.metadata.update(body, 0, correlation)
                 said = f"UpdateMetadata live {[b['id'] for b in body['live_brokers']]}"
             self._drain(broker)
             return f"B{broker} handles {said} from controller epoch {body['controller_epoch']}"
-        world.sched.at(world.net.delay(broker, control=True, src=self.process.broker_id), deliver, f"{self} -> B{broker} {kind}")
+        world.sched.at(world.net.delay(broker, control=True, src=self.process.broker_id), deliver,
+                       f"{self} -> B{broker} {kind}")
 
 
 def _fmt(s: LeaderAndIsr) -> str:

@@ -187,7 +187,8 @@ class FaultInjector:
         if expires and self.frozen():
             return None
         timeout = self.world.params.session_timeout_ms
-        duration = self.rng.randint(timeout + 50, 3 * timeout) if expires else self.rng.randint(20, timeout - 100)
+        duration = (self.rng.randint(timeout + 50, 3 * timeout) if expires
+                    else self.rng.randint(20, timeout - 100))
         return self.world.disconnect_zk(broker, duration)
 
     def _partition(self, a: int | None = None, b: int | None = None) -> str:

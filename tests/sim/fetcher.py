@@ -204,7 +204,8 @@ class SimFetcher:
             p.set_follower_high_watermark(entry["high_watermark"])
             got = p.log.log_end_offset - before
             self._next(0 if got else self._world.idle_fetch_delay())
-            return f"+{got} -> LEO {p.log.log_end_offset}, HW {p.high_watermark} (leader HW {entry['high_watermark']})"
+            return (f"+{got} -> LEO {p.log.log_end_offset}, HW {p.high_watermark} "
+                    f"(leader HW {entry['high_watermark']})")
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._world.stats["fetches out of range"] += 1
             self.state = "listing"

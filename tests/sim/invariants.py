@@ -134,7 +134,8 @@ class Checker:
             return                        # it truncated against a leader that is not (yet) established
         mine, theirs = self.view(follower, tp), self.view(leader, tp)
         if theirs.data[:len(mine.data)] != mine.data:
-            at = next(i for i in range(len(mine.data)) if i >= len(theirs.data) or mine.data[i] != theirs.data[i])
+            at = next(i for i in range(len(mine.data))
+                      if i >= len(theirs.data) or mine.data[i] != theirs.data[i])
             raise Violation("6 truncation", f"{follower} finished truncating against leader {leader} "
                             f"(epoch {fp.leader_epoch}) at LEO {fp.log.log_end_offset}, but its log differs "
                             f"from the leader's from the entry at offset {mine.first_offset_at(at)} "
@@ -227,7 +228,8 @@ class Checker:
         for ack in self.acked if not self.world.params.unclean else ():
             if ack.tp == tp and view.entry(ack.first_offset) != ack.data:
                 raise Violation("1 committed prefix", f"{ack} is not in the log of the leader {leader} "
-                                f"(epoch {p.leader_epoch}, LEO {p.log.log_end_offset}) at offset {ack.first_offset}")
+                                f"(epoch {p.leader_epoch}, LEO {p.log.log_end_offset}) at offset "
+                                f"{ack.first_offset}")
         state = self.world.zk_state(tp)
         members = set(p.isr) | (set(state.isr) if state.leader_epoch == p.leader_epoch else set())
         end = view.prefix_end(p.high_watermark)
@@ -278,9 +280,10 @@ class Checker:
             view = self.view(leader, tp)
             for b in replicas:
                 fp = world.process_of(b).partition(tp)
-                if fp is None or fp.log.log_end_offset != p.log.log_end_offset or fp.high_watermark != p.log.log_end_offset:
-                    return (f"{tp}: B{b} is at LEO {fp and fp.log.log_end_offset}, HW {fp and fp.high_watermark}; "
-                            f"leader LEO {p.log.log_end_offset}")
+                leo = p.log.log_end_offset
+                if fp is None or fp.log.log_end_offset != leo or fp.high_watermark != leo:
+                    return (f"{tp}: B{b} is at LEO {fp and fp.log.log_end_offset}, HW "
+                            f"{fp and fp.high_watermark}; leader LEO {leo}")
                 if self.view(world.process_of(b), tp).data != view.data:
                     return f"{tp}: B{b}'s log differs from the leader's"
             for ack in self.acked if not world.params.unclean else ():

@@ -62,7 +62,8 @@ class SimParams:
                 f"zk reply loss={self.zk_reply_loss} faults={','.join(self.faults)}")
 
 
-def draw_params(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: int = DEFAULT_STEPS) -> SimParams:
+def draw_params(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS,
+                fault_steps: int = DEFAULT_STEPS) -> SimParams:
     """The run's settings, from its own random stream (so adding a knob changes no run's faults)."""
     rng = random.Random(f"params-{seed}")
     p = SimParams(seed=seed, faults=tuple(faults), fault_steps=fault_steps)

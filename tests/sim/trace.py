@@ -55,7 +55,8 @@ def state_lines(world: World) -> list[str]:
            if controller is not None and controller.alive() else "no active controller")
     for tp in sorted(world.assignments):
         s = world.zk_state(tp)
-        zk = "no state" if s is None else f"leader {s.leader} epoch {s.leader_epoch} isr {list(s.isr)} v{s.zk_version}"
+        zk = ("no state" if s is None
+              else f"leader {s.leader} epoch {s.leader_epoch} isr {list(s.isr)} v{s.zk_version}")
         lines.append(f"zk {tp}: {zk} | {ctl}")
         for b in world.params.brokers:
             lines.append(f"  {replica_line(world, b, tp)}")

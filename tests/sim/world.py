@@ -167,7 +167,8 @@ class World:
         if p.flush_interval_ms is not None:
             self._every(proc, p.flush_interval_ms, proc.log_manager.flush_all, "flush")
         self._register(proc)
-        return f"{proc} started: logs {[(str(tp), lg.log_end_offset) for tp, lg in sorted(proc.log_manager.all_logs().items())]}"
+        logs = [(str(tp), lg.log_end_offset) for tp, lg in sorted(proc.log_manager.all_logs().items())]
+        return f"{proc} started: logs {logs}"
 
     def _every(self, proc: BrokerProcess, interval_ms: int, task: Callable[[], None], what: str) -> None:
         def run() -> None:
