@@ -177,6 +177,8 @@ class FaultInjector:
                 return False
         controller = world.controller
         if controller is None or not controller.alive() or not controller.idle() \
+                or world.zk.controller != (controller.process.broker_id, controller.session) \
+                or world.zk.controller_epoch != controller.epoch \
                 or controller.live != world.zk.live_brokers():
             return False
         return all(self.checker.established_leader(tp) is not None for tp in world.assignments)

@@ -16,16 +16,20 @@ checked again.
    log at its offset, byte for byte, after every step.  (A new leader learns
    the HW from its followers' fetches, KAFKA-2334, so "below the HW" is
    checked once the replicas converge, see 5.)
-2. ISR agreement: every live, non-amnesiac member of the established leader's
-   ISR (its own and, in the same leader epoch, ZooKeeper's) holds the leader's
-   bytes of every entry below the leader's HW.
+2. ISR agreement: every live, non-amnesiac member of the ISR in ZooKeeper (the
+   one elections pick from) holds the established leader's bytes of every entry
+   below the leader's HW.  (The leader's own copy of the ISR only makes its HW
+   more cautious, and may come from a stale LeaderAndIsr, e.g. after a restart
+   whose HW came back from the checkpoint; what it acknowledges is checked by 1
+   and 4.)
 3. Monotonic epochs and HW: ZooKeeper's leader epoch of a partition never goes
    down; a broker process's leader epoch of a partition never goes down; while
    a broker process leads a partition without interruption, its HW never goes
    down (a new leader may start below its predecessor's HW, KAFKA-2334).
 4. A deposed leader's acknowledgements never count: whenever any leader
-   acknowledges, deposed or not, every live, non-amnesiac ISR member that
-   ZooKeeper names at that moment already holds the record at its offset.  An
+   acknowledges, deposed or not, every non-amnesiac ISR member that ZooKeeper
+   names at that moment already holds the record at its offset (in its log,
+   or in its files if it is down).  An
    acknowledgement by a leader whose epoch ZooKeeper has replaced therefore
    only ever covers a record the new leadership keeps; it is also subject to 1.
 5. Convergence: once faults stop (all brokers up and connected, no loss, no
@@ -46,6 +50,7 @@ divergent suffix breaks.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from kafka_ha.model import TopicPartition
@@ -159,6 +164,11 @@ class Checker:
             self._views[key] = LogView(log_bytes(lg.dir))
         return self._views[key]
 
+    def disk_view(self, broker: int, tp: TopicPartition) -> LogView | None:
+        """The log a broker that is down left in its directory."""
+        path = os.path.join(self.world.base_dir, f"b{broker}", f"{tp.topic}-{tp.partition}")
+        return LogView(log_bytes(path)) if os.path.isdir(path) else None
+
     def established_leader(self, tp: TopicPartition) -> BrokerProcess | None:
         state = self.world.zk_state(tp)
         if state is None or state.leader < 0:
@@ -195,10 +205,11 @@ class Checker:
             return
         state = self.world.zk_state(ack.tp)
         for member in state.isr if state is not None else ():
-            proc = self.world.process_of(member)
-            if proc is None or self.is_amnesiac(member, ack.tp):
+            if self.is_amnesiac(member, ack.tp):
                 continue
-            view = self.view(proc, ack.tp)
+            proc = self.world.process_of(member)
+            # A member that is down (a crash keeps what was written) counts with its files.
+            view = self.view(proc, ack.tp) if proc is not None else self.disk_view(member, ack.tp)
             if view is None or view.entry(ack.first_offset) != ack.data:
                 raise Violation("4 acknowledgement", f"{ack}, but ISR member B{member} (ZooKeeper: "
                                 f"leader {state.leader} epoch {state.leader_epoch} isr {list(state.isr)}) "
@@ -231,7 +242,7 @@ class Checker:
                                 f"(epoch {p.leader_epoch}, LEO {p.log.log_end_offset}) at offset "
                                 f"{ack.first_offset}")
         state = self.world.zk_state(tp)
-        members = set(p.isr) | (set(state.isr) if state.leader_epoch == p.leader_epoch else set())
+        members = set(state.isr)          # the ISR elections use (the leader's own copy may be stale)
         end = view.prefix_end(p.high_watermark)
         for member in sorted(members - {leader.broker_id}):
             proc = self.world.process_of(member)
