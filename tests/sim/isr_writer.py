@@ -1,0 +1,105 @@
+"""The project's real ``IsrWriter``, with its ZooKeeper calls and sleeps on the simulated clock.
+
+A leader's ISR writes are the real ``kafka_ha.broker.isr_writer.IsrWriter``
+(conditional write on the cached zkVersion, the re-read after a conflict, what
+it does when the answer is lost, the partition's ISR lock), so a change there
+is what the simulation tests.  It runs on greenlets, as on a broker, but the
+greenlets only ever run when the simulation lets them: each ZooKeeper call
+(:class:`SimZkClient`) and each ``gevent.sleep`` of the writer blocks its
+greenlet until a scheduled event answers it, and after every step the
+simulation runs every greenlet that can run until all are blocked again
+(``gevent.idle``), in gevent's deterministic FIFO order.  No real timer or
+socket is involved, so a seed still replays exactly.
+
+The writer's own notification loop is not run: an ISR change it records
+(``_record``) reaches the controller as a simulated ISR-change notification.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+
+import gevent
+from gevent.event import AsyncResult
+
+from kafka_ha.broker.isr_writer import IsrWriter
+from kafka_ha.model import TopicPartition
+
+if TYPE_CHECKING:
+    from tests.sim.broker import BrokerProcess
+    from tests.sim.world import World
+
+
+class Stat(NamedTuple):
+    version: int
+
+
+def _tp_of(path: str) -> TopicPartition:
+    """``/brokers/topics/<t>/partitions/<p>/state`` -> its partition."""
+    parts = path.strip("/").split("/")
+    return TopicPartition(parts[2], int(parts[4]))
+
+
+class SimZkClient:
+    """The kazoo client calls ``IsrWriter`` makes, against the simulated ZooKeeper."""
+
+    def __init__(self, world: World, process: BrokerProcess) -> None:
+        self.world = world
+        self.process = process
+
+    @property
+    def connected(self) -> bool:
+        return self.process.alive and self.process.zk_connected
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+        zk, writer = self.world.zk, f"leader B{self.process.broker_id}"
+        return Stat(self._call(lambda s: zk.set_raw(s, _tp_of(path), value, version, writer),
+                               f"set {path} at version {version}", may_lose_reply=True))
+
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        data, version = self._call(lambda s: self.world.zk.get_raw(s, _tp_of(path)), f"get {path}")
+        return data, Stat(version)
+
+    def _call(self, fn: Callable[[int], Any], what: str, may_lose_reply: bool = False) -> Any:
+        answer = AsyncResult()
+        self.process.greenlets.add(gevent.getcurrent())
+
+        def reply(result: Any) -> None:
+            if isinstance(result, BaseException):
+                answer.set_exception(result)
+            else:
+                answer.set(result)
+        self.world.zk_request(self.process, fn, what, may_lose_reply, reply)
+        return answer.get()
+
+
+class SimGevent:
+    """What ``kafka_ha.broker.isr_writer`` sees as ``gevent`` during a run: its sleeps
+    wait for simulated time, and its greenlets belong to the writer's broker process."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def spawn(self, fn: Callable, *args: Any) -> gevent.Greenlet:
+        greenlet = gevent.spawn(fn, *args)
+        owner = getattr(getattr(fn, "__self__", None), "process", None)
+        if owner is not None:
+            self._world.watch_greenlet(greenlet, owner)
+        return greenlet
+
+    def sleep(self, seconds: float) -> None:
+        woken = AsyncResult()
+        self._world.sched.at(int(seconds * 1000), lambda: woken.set(None), "ISR writer wakes up")
+        woken.get()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gevent, name)
+
+
+class SimIsrWriter(IsrWriter):
+    def __init__(self, process: BrokerProcess) -> None:
+        self.process = process                   # before the base class spawns anything
+        super().__init__(SimZkClient(process.world, process), process.broker_id)
+        self._notifier.kill(block=False)         # notifications: see _record
+
+    def _record(self, tp: TopicPartition) -> None:
+        self.process.world.isr_change_notification(self.process, tp)
