@@ -1,11 +1,11 @@
-"""One simulated broker process: the project's real ReplicaManager, Partitions, Logs and DataPlane.
+"""One simulated broker process: the project's real ReplicaManager, Partitions, Logs and DataApis.
 
 What is real: ``LogManager``/``Log`` on a directory (tmpfs), ``ReplicaManager``'s
 LeaderAndIsr handling (controller-epoch and leader-epoch fencing, become-leader,
 become-follower, truncation on every epoch change), ``Partition`` (HW, ISR,
 follower positions), ``MetadataCache`` (which brokers are live, for ISR joins)
-and ``DataPlane`` (Fetch, OffsetsForLeaderEpoch, ListOffsets as the leader
-answers them).  What is simulated: the replica fetcher (:mod:`tests.sim.fetcher`),
+and ``DataApis`` (Fetch, OffsetsForLeaderEpoch, ListOffsets as the leader
+answers them, through ``replica_reads``/``replica_offsets``).  What is simulated: the replica fetcher (:mod:`tests.sim.fetcher`),
 the ISR writer (:mod:`tests.sim.isr_writer`), the ZooKeeper session and the
 periodic tasks, which the world schedules.
 
@@ -24,7 +24,7 @@ import os
 import random
 from typing import TYPE_CHECKING, Any
 
-from kafka_ha.broker.data_plane import DataPlane
+from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.config import BrokerConfig
@@ -87,8 +87,8 @@ class BrokerProcess:
                                     min_isr_for=lambda _topic: params.min_isr,
                                     log_config_for=lambda _topic: world.log_config,
                                     endpoint_of=lambda b: self.metadata.brokers.get(b), halt=_halt)
-        self.data_plane = DataPlane(broker_id, self.rm.partitions, lambda _topic: True,
-                                    lambda _topic: world.log_config.max_message_bytes)
+        # The request layer over the replica manager's partitions, as server.py wires it.
+        self.data_apis = DataApis(self.rm.hosted, lambda _topic: world.log_config.max_message_bytes)
         self.fetchers: dict[TopicPartition, SimFetcher] = {}
         self.session = world.zk.new_session(broker_id)
         self.zk_connected = True

@@ -7,7 +7,7 @@ request at a time, with each request and answer a network message:
   leader OffsetsForLeaderEpoch for its latest epoch and truncates where
   :func:`kafka_ha.broker.truncation.decide_truncation` says, asking again with
   its new latest epoch for as long as the decision is not complete;
-- then it fetches from its LEO; the leader's real ``DataPlane.fetch`` serves the
+- then it fetches from its LEO; the leader's real ``DataApis.fetch`` serves the
   request (calling ``Partition.on_follower_fetch`` before reading, as it does
   for every follower fetch) and the answer's records are appended with
   ``Partition.append_as_follower``, its HW taken with ``set_follower_high_watermark``;
@@ -117,7 +117,7 @@ class SimFetcher:
                     self._world.stats["epoch questions answered by a stale leader"] += 1
                     self._world.note(f"{leader} answers as leader of epoch {lp.leader_epoch}; "
                                      f"B{me} follows it in epoch {asked_in}")
-                return leader.data_plane.offsets_for_leader_epoch(request, EPOCH_VERSION)
+                return leader.data_apis.offsets_for_leader_epoch(request, EPOCH_VERSION)
             net.request(self.process, self.leader, answer,
                         answered(self._on_epoch_answer), failed, timeout,
                         f"B{me} OffsetsForLeaderEpoch({tp}, epoch {epoch})")
@@ -135,7 +135,7 @@ class SimFetcher:
             return f"fetches from B{self.leader} at offset {offset}"
         request = {"replica_id": me, "topics": [{"name": tp.topic, "partitions": [
             {"partition_index": tp.partition, "timestamp": -2}]}]}
-        net.request(self.process, self.leader, lambda leader: leader.data_plane.list_offsets(request, 1),
+        net.request(self.process, self.leader, lambda leader: leader.data_apis.list_offsets(request, 1),
                     answered(self._on_list_answer), failed, timeout, f"B{me} ListOffsets({tp}, earliest)")
         return f"asks B{self.leader} for its log start"
 
@@ -145,7 +145,7 @@ class SimFetcher:
         p = leader.partition(TopicPartition(request["topics"][0]["topic"], part["partition"]))
         if p is not None and p.is_leader and part["fetch_offset"] > p.log.log_end_offset:
             leader.world.stats["fetches beyond the leader's LEO"] += 1
-        response = leader.data_plane.fetch(request, FETCH_VERSION)
+        response = leader.data_apis.fetch(request, FETCH_VERSION)
         for topic in response["responses"]:
             for entry in topic["partitions"]:
                 entry["records"] = _materialize(entry["records"])

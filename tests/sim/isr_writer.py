@@ -5,8 +5,7 @@ A leader's ISR writes are the real ``kafka_ha.broker.isr_writer.IsrWriter``
 it does when the answer is lost, the partition's ISR lock), so a change there
 is what the simulation tests.  It runs on greenlets, as on a broker, but the
 greenlets only ever run when the simulation lets them: each ZooKeeper call
-(:class:`SimZkClient`) and each ``gevent.sleep`` of the writer blocks its
-greenlet until a scheduled event answers it, and after every step the
+(:class:`SimBrokerStore`) and each ``gevent.sleep`` of the writer blocks its greenlet until a scheduled event answers it, and after every step the
 simulation runs every greenlet that can run until all are blocked again
 (``gevent.idle``), in gevent's deterministic FIFO order.  No real timer or
 socket is involved, so a seed still replays exactly.
@@ -16,31 +15,30 @@ The writer's own notification loop is not run: an ISR change it records
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable
 
 import gevent
 from gevent.event import AsyncResult
 
 from kafka_ha.broker.isr_writer import IsrWriter
-from kafka_ha.model import TopicPartition
+from kafka_ha.model import LeaderAndIsr, TopicPartition
+from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.errors import translated_error
 
 if TYPE_CHECKING:
     from tests.sim.broker import BrokerProcess
     from tests.sim.world import World
 
 
-class Stat(NamedTuple):
-    version: int
+def _path(tp: TopicPartition) -> str:
+    return zn.TopicPartitionStateZNode.path(*tp)
 
 
-def _tp_of(path: str) -> TopicPartition:
-    """``/brokers/topics/<t>/partitions/<p>/state`` -> its partition."""
-    parts = path.strip("/").split("/")
-    return TopicPartition(parts[2], int(parts[4]))
-
-
-class SimZkClient:
-    """The kazoo client calls ``IsrWriter`` makes, against the simulated ZooKeeper."""
+class SimBrokerStore:
+    """The part of ``kafka_ha.zk.broker_store.BrokerStore`` that ``IsrWriter`` uses, against the
+    simulated ZooKeeper.  As the real store (through ``MappedClient``), it encodes and decodes
+    the state znode with the project's codec and raises the project's errors
+    (``kafka_ha.zk.errors``: ZkBadVersion, ZkNoNode, ZkConnectionLost...)."""
 
     def __init__(self, world: World, process: BrokerProcess) -> None:
         self.world = world
@@ -50,14 +48,18 @@ class SimZkClient:
     def connected(self) -> bool:
         return self.process.alive and self.process.zk_connected
 
-    def set(self, path: str, value: bytes, version: int = -1) -> Stat:
+    def write_partition_state(self, tp: TopicPartition, state: LeaderAndIsr, version: int) -> int:
         zk, writer = self.world.zk, f"leader B{self.process.broker_id}"
-        return Stat(self._call(lambda s: zk.set_raw(s, _tp_of(path), value, version, writer),
-                               f"set {path} at version {version}", may_lose_reply=True))
+        data = zn.TopicPartitionStateZNode.encode(state)
+        return self._call(lambda s: zk.set_raw(s, tp, data, version, writer),
+                          f"set {_path(tp)} at version {version}", may_lose_reply=True)
 
-    def get(self, path: str) -> tuple[bytes, Stat]:
-        data, version = self._call(lambda s: self.world.zk.get_raw(s, _tp_of(path)), f"get {path}")
-        return data, Stat(version)
+    def partition_state(self, tp: TopicPartition) -> LeaderAndIsr:
+        data, version = self._call(lambda s: self.world.zk.get_raw(s, tp), f"get {_path(tp)}")
+        return zn.TopicPartitionStateZNode.decode(data, _path(tp), zk_version=version)
+
+    def notify_isr_change(self, partitions) -> str:
+        raise AssertionError("not used: SimIsrWriter._record notifies the controller")
 
     def _call(self, fn: Callable[[int], Any], what: str, may_lose_reply: bool = False) -> Any:
         answer = AsyncResult()
@@ -65,7 +67,7 @@ class SimZkClient:
 
         def reply(result: Any) -> None:
             if isinstance(result, BaseException):
-                answer.set_exception(result)
+                answer.set_exception(translated_error(result))
             else:
                 answer.set(result)
         self.world.zk_request(self.process, fn, what, may_lose_reply, reply)
@@ -98,7 +100,7 @@ class SimGevent:
 class SimIsrWriter(IsrWriter):
     def __init__(self, process: BrokerProcess) -> None:
         self.process = process                   # before the base class spawns anything
-        super().__init__(SimZkClient(process.world, process), process.broker_id)
+        super().__init__(SimBrokerStore(process.world, process), process.broker_id)
         self._notifier.kill(block=False)         # notifications: see _record
 
     def _record(self, tp: TopicPartition) -> None:

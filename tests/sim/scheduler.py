@@ -26,7 +26,8 @@ EPOCH_BASE_MS = 1_600_000_000_000
 # Modules that imported the clock functions by name: (module, attribute).
 _CLOCK_USERS = (
     ("kafka_ha.broker.partition", "now_ms"),
-    ("kafka_ha.broker.data_plane", "now_ms"),
+    ("kafka_ha.broker.partition", "monotonic_ms"),
+    ("kafka_ha.broker.data_apis", "now_ms"),
     ("kafka_ha.broker.replica_manager", "now_ms"),
     ("kafka_ha.broker.replica_manager", "monotonic_ms"),
 )
