@@ -116,6 +116,10 @@ class IsrWriter:
                 return False
             if partition in self._in_doubt and not self._resolve(partition):
                 return False   # still no connection: a conditional write could only conflict
+            if not partition.is_leader or partition.leader_epoch != epoch:
+                # The re-read waited on ZooKeeper, and a LeaderAndIsr may have come meanwhile
+                # (it does not take the ISR lock): this broker would write itself in as leader.
+                return False
             old_isr = partition.isr
             new_isr = tuple(new_isr_from(old_isr))
             if set(new_isr) == set(old_isr) or not new_isr:

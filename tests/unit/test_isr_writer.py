@@ -241,3 +241,32 @@ def test_set_isr_ignores_an_earlier_epoch(log_, store, writer):
     assert (p.isr, p.zk_version) == ((1, 2), 4)
     assert p.set_isr((1,), 5, leader_epoch=2)
     assert (p.isr, p.zk_version) == ((1,), 5)
+
+
+def test_a_leadership_lost_during_the_re_read_of_a_write_in_doubt_writes_nothing(
+        log_, store, writer):
+    """Found by the replication simulation (seed 1039): the change was checked against the
+    leadership, then waited for the re-read of an earlier write in doubt; meanwhile a
+    LeaderAndIsr made this broker a follower in epoch 2.  Writing on would put this broker
+    in the znode as leader of epoch 2 over the real leader 2, at the version the follower
+    was handed, so the write must not go out."""
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
+    writer.remove(p, [3], "follower 3 lags")               # applied, answer lost: in doubt
+    store.reconnect()
+    read_held, read_answered = Event(), Event()
+    plain_read = store.partition_state
+
+    def held_read(tp):
+        read_held.set()
+        read_answered.wait()
+        return plain_read(tp)
+    store.partition_state = held_read
+    shrink = gevent.spawn(writer.remove, p, [2], "follower 2 lags")
+    eventually(read_held.is_set)
+    store.put(TP, LeaderAndIsr(2, 2, (2, 1), 1))           # the controller moves leadership (v2)
+    p.make_follower(state((2, 1), epoch=2, leader=2, zk_version=2))
+    read_answered.set()
+    assert shrink.get() is False
+    assert (store.read(TP).leader, store.read(TP).leader_epoch, store.read(TP).isr) == (2, 2, (2, 1))
+    assert len(store.writes) == 1 and (p.isr, p.zk_version) == ((2, 1), 2)
