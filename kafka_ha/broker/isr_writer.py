@@ -226,13 +226,22 @@ class IsrWriter:
         else:
             log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
                      "(%s is now %s)", partition.zk_version, path, _describe(stored))
+            # Our write may have been applied before the other one: an expansion's followers
+            # may have been in ZooKeeper's ISR, and an election may have counted on them.
+            # They keep counting for the HW until a LeaderAndIsr starts a new epoch.
+            self._end_doubt(partition, release_joiners=False)
+            return True
         self._end_doubt(partition)
         return True
 
-    def _end_doubt(self, partition) -> None:
+    def _end_doubt(self, partition, release_joiners: bool = True) -> None:
+        """``release_joiners``: whether the held-back ``on_done`` callbacks may run (they let
+        an expansion's followers stop counting for the HW)."""
         del self._in_doubt[partition]
-        for on_done in self._when_resolved.pop(partition, ()):
-            on_done()
+        callbacks = self._when_resolved.pop(partition, ())
+        if release_joiners:
+            for on_done in callbacks:
+                on_done()
 
     # ---- notifications ---------------------------------------------------
 

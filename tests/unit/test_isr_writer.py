@@ -270,3 +270,24 @@ def test_a_leadership_lost_during_the_re_read_of_a_write_in_doubt_writes_nothing
     assert shrink.get() is False
     assert (store.read(TP).leader, store.read(TP).leader_epoch, store.read(TP).isr) == (2, 2, (2, 1))
     assert len(store.writes) == 1 and (p.isr, p.zk_version) == ((2, 1), 2)
+
+
+def test_a_follower_whose_expansion_may_be_in_zookeeper_keeps_counting_until_the_next_leadership(
+        log_, store, writer):
+    """Found by the replication simulation (seed 657): the expansion to {1, 2, 3} was applied,
+    its answer lost; then the controller wrote a new leadership, elected from that ISR (3 was
+    in it).  The re-read cannot tell whether 3 ever was in the ISR, so 3 must keep counting
+    for this (deposed) leader's HW until a LeaderAndIsr comes: dropping it let the HW pass
+    records 3 lacks, acknowledged and then lost with the new leadership."""
+    p = led(log_, store, writer, isr=(1, 2))
+    p.append_as_leader(batch(), acks=1)
+    store.lose_connection = "after"
+    p.on_follower_fetch(3, 0, NOW)
+    eventually(lambda: store.writes)
+    store.put(TP, LeaderAndIsr(3, 2, (3,), 1))     # the controller: 3 leads epoch 2
+    store.reconnect()
+    eventually(lambda: TP not in [q.tp for q in writer._in_doubt])
+    p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
+    assert p.joining == {3} and p.high_watermark == 0
+    p.make_leader(state((1, 2), epoch=3, zk_version=2))   # the next LeaderAndIsr starts afresh
+    assert not p.joining
