@@ -66,7 +66,11 @@ def run_seed(seed: int, faults: tuple[str, ...] = DEFAULT_FAULTS, fault_steps: i
     logging.disable(logging.CRITICAL)     # the brokers' own logs: the trace says what matters
     world = World(params, base)
     try:
-        with patched_runtime(world.sched, {("kafka_ha.broker.isr_writer", "gevent"): SimGevent(world)}):
+        # replica_reads slices its loop over partitions by the real clock (cooperative.yielding)
+        # and would then yield to the hub mid-request: with one partition per fetch that takes a
+        # 50 ms stall of this process, but a seed must replay whatever the machine's load.
+        with patched_runtime(world.sched, {("kafka_ha.broker.isr_writer", "gevent"): SimGevent(world),
+                                           ("kafka_ha.broker.replica_reads", "yielding"): iter}):
             _run(world, result, trace)
     finally:
         logging.disable(logging.NOTSET)
