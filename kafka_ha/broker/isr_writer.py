@@ -117,7 +117,9 @@ class IsrWriter:
             if partition in self._in_doubt and not self._resolve(partition):
                 return False   # still no connection: a conditional write could only conflict
             if not partition.is_leader or partition.leader_epoch != epoch:
-                return False   # the re-read waited: a LeaderAndIsr may have come meanwhile
+                # The re-read waited on ZooKeeper, and a LeaderAndIsr may have come meanwhile
+                # (it does not take the ISR lock): this broker would write itself in as leader.
+                return False
             old_isr = partition.isr
             new_isr = tuple(new_isr_from(old_isr))
             if set(new_isr) == set(old_isr) or not new_isr:
@@ -233,13 +235,22 @@ class IsrWriter:
             log.info("Cached zkVersion [%d] not equal to that in zookeeper, skip updating ISR "
                      "(%s is now %s)", partition.zk_version, path, _describe(stored))
             self._fence_if_deposed(partition, stored)
+            # Our write may have been applied before the other one: an expansion's followers
+            # may have been in ZooKeeper's ISR, and an election may have counted on them.
+            # They keep counting for the HW until a LeaderAndIsr starts a new epoch.
+            self._end_doubt(partition, release_joiners=False)
+            return True
         self._end_doubt(partition)
         return True
 
-    def _end_doubt(self, partition) -> None:
+    def _end_doubt(self, partition, release_joiners: bool = True) -> None:
+        """``release_joiners``: whether the held-back ``on_done`` callbacks may run (they let
+        an expansion's followers stop counting for the HW)."""
         del self._in_doubt[partition]
-        for on_done in self._when_resolved.pop(partition, ()):
-            on_done()
+        callbacks = self._when_resolved.pop(partition, ())
+        if release_joiners:
+            for on_done in callbacks:
+                on_done()
 
     # ---- notifications ---------------------------------------------------
 

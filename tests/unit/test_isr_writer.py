@@ -282,3 +282,53 @@ def test_a_leader_that_reads_a_newer_epoch_stops_acknowledging(log_, store, writ
     p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
     assert p.high_watermark == 0
     assert p.wait_for_acks(appended, 0.01) == ErrorCode.NOT_LEADER_FOR_PARTITION
+
+
+def test_a_leadership_lost_during_the_re_read_of_a_write_in_doubt_writes_nothing(
+        log_, store, writer):
+    """Found by the replication simulation (seed 1039): the change was checked against the
+    leadership, then waited for the re-read of an earlier write in doubt; meanwhile a
+    LeaderAndIsr made this broker a follower in epoch 2.  Writing on would put this broker
+    in the znode as leader of epoch 2 over the real leader 2, at the version the follower
+    was handed, so the write must not go out."""
+    p = led(log_, store, writer)
+    store.lose_connection = "after"
+    writer.remove(p, [3], "follower 3 lags")               # applied, answer lost: in doubt
+    store.reconnect()
+    read_held, read_answered = Event(), Event()
+    plain_read = store.partition_state
+
+    def held_read(tp):
+        read_held.set()
+        read_answered.wait()
+        return plain_read(tp)
+    store.partition_state = held_read
+    shrink = gevent.spawn(writer.remove, p, [2], "follower 2 lags")
+    eventually(read_held.is_set)
+    store.put(TP, LeaderAndIsr(2, 2, (2, 1), 1))           # the controller moves leadership (v2)
+    p.make_follower(state((2, 1), epoch=2, leader=2, zk_version=2))
+    read_answered.set()
+    assert shrink.get() is False
+    assert (store.read(TP).leader, store.read(TP).leader_epoch, store.read(TP).isr) == (2, 2, (2, 1))
+    assert len(store.writes) == 1 and (p.isr, p.zk_version) == ((2, 1), 2)
+
+
+def test_a_follower_whose_expansion_may_be_in_zookeeper_keeps_counting_until_the_next_leadership(
+        log_, store, writer):
+    """Found by the replication simulation (seed 657): the expansion to {1, 2, 3} was applied,
+    its answer lost; then the controller wrote a new leadership, elected from that ISR (3 was
+    in it).  The re-read cannot tell whether 3 ever was in the ISR, so 3 must keep counting
+    for this (deposed) leader's HW until a LeaderAndIsr comes: dropping it let the HW pass
+    records 3 lacks, acknowledged and then lost with the new leadership."""
+    p = led(log_, store, writer, isr=(1, 2))
+    p.append_as_leader(batch(), acks=1)
+    store.lose_connection = "after"
+    p.on_follower_fetch(3, 0, NOW)
+    eventually(lambda: store.writes)
+    store.put(TP, LeaderAndIsr(3, 2, (3,), 1))     # the controller: 3 leads epoch 2
+    store.reconnect()
+    eventually(lambda: TP not in [q.tp for q in writer._in_doubt])
+    p.on_follower_fetch(2, p.log.log_end_offset, NOW + 1)
+    assert p.joining == {3} and p.high_watermark == 0
+    p.make_leader(state((1, 2), epoch=3, zk_version=2))   # the next LeaderAndIsr starts afresh
+    assert not p.joining
