@@ -381,6 +381,11 @@ def write_topic(zk, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
               makepath=True)
 
 
+def write_topic_partitions(zk, topic: str, partitions: dict[int, tuple[int, ...]]) -> None:
+    """Rewrite an existing ``/brokers/topics/<topic>`` (partitions added or reassigned)."""
+    zk.set(zn.TopicZNode.path(topic), zn.TopicZNode.encode(TopicAssignment(topic, partitions)))
+
+
 def write_state(zk, tp: TopicPartition, state: LeaderAndIsr) -> None:
     """Rewrite a partition's state underneath the controller (as a leader changing its ISR)."""
     zk.set(zn.TopicPartitionStateZNode.path(*tp), zn.TopicPartitionStateZNode.encode(state))
