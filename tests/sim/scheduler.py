@@ -39,6 +39,7 @@ class Scheduler:
         self.now = 0                       # ms since the start of the run
         self._queue: list[tuple[int, int, Callable[[], Any], str]] = []
         self._seq = 0
+        self.current = ""
 
     @property
     def wall_ms(self) -> int:
@@ -58,6 +59,7 @@ class Scheduler:
             return None
         when, _, fn, label = heapq.heappop(self._queue)
         self.now = when
+        self.current = label              # what is running, should it end the run
         said = fn()
         return f"{label}: {said}" if isinstance(said, str) and said else label
 

@@ -110,7 +110,7 @@ def _run(world: World, result: SeedResult, trace: bool) -> None:
             if said:
                 what = f"FAULT {said}"
                 finish(what)
-            what = "?"
+            what = ""
             what = world.sched.step() or "nothing scheduled"
             finish(what)
         what = f"QUIET {injector.stop_and_heal()}"
@@ -126,13 +126,14 @@ def _run(world: World, result: SeedResult, trace: bool) -> None:
                 if world.sched.now - quiet_start > world.params.quiet_max_ms:
                     raise Violation("5 convergence", f"not converged {world.params.quiet_max_ms} ms "
                                                      f"after the faults stopped: {reason}")
-            what = "?"
+            what = ""
             what = world.sched.step() or "nothing scheduled"
             finish(what)
     except Violation as v:
         result.ok, result.invariant, result.message = False, v.invariant, v.message
         if trace:
             result.steps += 1
+            what = what or f"{world.sched.current} (stopped while handling it)"
             result.trace.extend(step_block(result.steps, world, f"{what}  <-- VIOLATION", world.notes))
     finally:
         result.sim_ms = world.sched.now
