@@ -4,7 +4,8 @@ For each size (one topic of N partitions, RF 3 over 3 brokers, min.insync.replic
 a real 3-node ZooKeeper ensemble and real broker processes):
 
 1. the topic is created (its znode written directly) and every partition gets one
-   acks=all record from the project's producer; an ApiVersions probe to every broker
+   acks=all record from the producer (``--client``: the project's own or
+   confluent-kafka); an ApiVersions probe to every broker
    every ``--probe-interval-ms`` measures how long each broker's event loop stalls
    while it creates the partitions and while it takes those first writes;
 2. two producer processes (acks=all and acks=1, Kafka's producer defaults: retries
@@ -56,11 +57,13 @@ TOPIC = "failover"
 class ProducerProcess:
     """``availability_probes produce`` in a child process: ready once it has metadata."""
 
-    def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int,
+                 client: str = "kafka_ha") -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
              bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
-             "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000"],
+             "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000",
+             "--client", client],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the acks={acks} producer did not start")
@@ -111,14 +114,16 @@ class FailoverBench:
                 zk.partition_states(TopicPartition(TOPIC, p) for p in range(n)).items()}
 
     def produce_all(self, bootstrap: str, partitions: list[int], acks: str) -> dict:
-        producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms)
+        producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms,
+                                   self.args.client)
         producer.go()
         return producer.result(timeout_s=400)
 
     def run_size(self, n: int) -> dict:
         print(f"# {n} partitions", file=sys.stderr, flush=True)
         cluster, zk = self.cluster(f"failover-{n}")
-        row: dict = {"partitions": n, "session_timeout_ms": self.args.session_timeout_ms,
+        row: dict = {"partitions": n, "client": self.args.client,
+                     "session_timeout_ms": self.args.session_timeout_ms,
                      "request_timeout_ms": self.args.request_timeout_ms}
         probe = LoopProbe({b: cluster.port(b) for b in cluster.broker_ids},
                           self.args.probe_interval_ms / 1000)
@@ -164,7 +169,7 @@ class FailoverBench:
         survivors = [b for b in cluster.broker_ids if b != victim]
         producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
                                            cluster.bootstrap_of([victim]), partitions, acks,
-                                           self.args.request_timeout_ms)
+                                           self.args.request_timeout_ms, self.args.client)
                      for acks in ("all", "1")}
         deleted = threading.Event()
         deleted_at: list[float] = []
@@ -227,12 +232,15 @@ class FailoverBench:
         return phases
 
 
+CLIENT_NAMES = {"kafka_ha": "the project's own", "confluent": "confluent-kafka"}
+
+
 def method(args: argparse.Namespace) -> str:
     return (f"One topic of N partitions, RF 3 over 3 brokers, min.insync.replicas 2, a real 3-node "
             f"ZooKeeper ensemble and real broker processes, session timeout "
             f"{args.session_timeout_ms} ms. Every partition first gets one acks=all record. Then the "
             f"broker (not the controller) that leads the most partitions is killed with SIGKILL, and "
-            f"two producer processes (Kafka's producer defaults: retries without end, 100 ms backoff, "
+            f"two producer processes ({CLIENT_NAMES[args.client]}, Kafka's producer defaults: retries without end, 100 ms backoff, "
             f"{args.request_timeout_ms} ms request timeout) send one record to each partition it "
             f"led, one with acks=all and one with acks=1: the window is the time from the kill to "
             f"each acknowledgement. Baselines in the same run: the floor, the session timeout plus "
@@ -304,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--request-timeout-ms", type=int, default=30000, help="the producers' (Kafka's default)")
     p.add_argument("--probe-interval-ms", type=int, default=50, help="ApiVersions loop probe interval")
+    p.add_argument("--client", choices=sorted(CLIENT_NAMES), default="kafka_ha",
+                   help="the producers: the project's own or confluent-kafka (librdkafka)")
     add_output_options(p, "failover", "--output")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
