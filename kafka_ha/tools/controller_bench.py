@@ -35,6 +35,7 @@ from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
 from kafka_ha.zk.bench_store import BenchStore
+from kafka_ha.zk.errors import ZkBadVersion, ZkRolledBack
 
 ZK_SESSION_TIMEOUT_MS = 10000
 ZK_CONNECTION_TIMEOUT_MS = 15000
@@ -146,10 +147,18 @@ class Bench:
 
     def floor(self, zk: BenchStore, tps: list) -> float:
         """Raw kazoo: conditional rewrite of these state znodes in pipelined 1000-op multis."""
-        snapshot = zk.snapshot_states(tps)
-        started = time.monotonic()
-        zk.rewrite_unchanged(snapshot)
-        return (time.monotonic() - started) * 1000
+        for attempt in range(5):
+            snapshot = zk.snapshot_states(tps)
+            started = time.monotonic()
+            try:
+                zk.rewrite_unchanged(snapshot)
+            except (ZkRolledBack, ZkBadVersion):
+                # A leader changed an ISR between the read and the write (the
+                # cluster still runs): read again; only a clean pass is timed.
+                progress(f"floor: a state changed underneath (attempt {attempt + 1}); again")
+                continue
+            return (time.monotonic() - started) * 1000
+        raise RuntimeError("the floor's rewrite met a changing state five times")
 
     def load(self, cluster: LocalCluster, zk: BenchStore) -> dict:
         wait_for(lambda: len(zk.live_broker_ids()) == 3, 120, "3 live brokers")
