@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import AppendResult, Partition
 from kafka_ha.model import TopicPartition

@@ -20,7 +20,7 @@ from typing import Callable
 import gevent
 from gevent.event import Event
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.broker.truncation import decide_truncation
 from kafka_ha.model import BrokerEndpoint, TopicPartition

@@ -174,7 +174,7 @@ def test_a_healthy_new_leader_answers_once_its_hw_reaches_its_epoch_start(log_):
 # ---- a produce to thousands of partitions holds the loop one slice at a time --------------
 
 def test_a_produce_to_many_partitions_pauses_between_them(tmp_path, monkeypatch):
-    from kafka_ha.broker import cooperative
+    from kafka_ha import cooperative
     tps = [TopicPartition(TP.topic, i) for i in range(5)]
     logs = [open_log(tmp_path, tp) for tp in tps]
     partitions = [leader(lg, (1,)) for lg in logs]

@@ -525,3 +525,44 @@ def test_a_deferred_answer_that_fails_closes_the_connection(caplog):
         assert "handler failed on FIND_COORDINATOR v0 (correlation id 7)" in caplog.text
     finally:
         srv.stop(timeout=0.2)
+
+
+def test_a_client_pipelining_many_requests_does_not_hold_the_loop_from_the_others():
+    """With the requests already in the socket buffer, recv never waits, so the reading
+    greenlet went from one request to the next without the hub polling anything: 1,000
+    pipelined Produce requests after a failover held a broker's loop for 12 s, its
+    ZooKeeper session expired and it lost its leaderships (failover bench, 3,000
+    partitions, confluent-kafka).  The connection must pause between slices."""
+    import time as time_module
+    order = []
+
+    def handler(header, reader):
+        decode_request_body(header, reader)
+        order.append(header.client_id)
+        if header.client_id == "pipeliner":
+            busy_until = time_module.monotonic() + 0.02   # 20 ms of work per request
+            while time_module.monotonic() < busy_until:
+                pass
+        return {"error_code": 0, "node_id": 0, "host": "h", "port": 1}, 0
+
+    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
+    srv.start()
+    try:
+        with gevent.Timeout(10):
+            busy, other = raw_connect(srv), raw_connect(srv)
+            n = 40
+            busy.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipeliner", {"key": "k"})
+                                  for cid in range(n)))
+            while "pipeliner" not in order:
+                gevent.sleep(0.001)
+            other.sendall(encode_request(K.FIND_COORDINATOR, 0, 0, "other", {"key": "k"}))
+            other.settimeout(5)
+            recv_frame(other)
+            busy.settimeout(5)
+            for _ in range(n):
+                recv_frame(busy)
+            assert order.index("other") < len(order) - 1, "served only after all 40 (800 ms)"
+            busy.close()
+            other.close()
+    finally:
+        srv.stop(timeout=0.2)
