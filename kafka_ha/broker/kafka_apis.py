@@ -9,7 +9,7 @@ controller's requests pass ``controller_requests``'s guard first.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
 from kafka_ha.broker.data_apis import DataApis
@@ -33,6 +33,13 @@ def by_correlation_id(handler: Callable[[dict[str, Any], int], dict[str, Any]]) 
     return lambda body, header: handler(body, header.correlation_id)
 
 
+class GroupApis(NamedTuple):
+    """The group coordinator's two request handlers (kafka_ha/coordinator)."""
+
+    coordinator: Any
+    offsets: Any
+
+
 class UnhandledApi(ProtocolError):
     """A request for an API this broker does not serve: the connection is closed."""
 
@@ -42,7 +49,8 @@ class KafkaApis:
                  data_apis: DataApis | None = None, group_offsets: GroupOffsets | None = None,
                  auto_create: Callable[[list[str]], None] | None = None,
                  controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
-                 controller_guard: ControllerRequestGuard | None = None) -> None:
+                 controller_guard: ControllerRequestGuard | None = None,
+                 groups: GroupApis | None = None) -> None:
         self.metadata = metadata
         self._controller_guard = controller_guard
         self._auto_create = auto_create
@@ -62,7 +70,35 @@ class KafkaApis:
             })
         if controlled_shutdown is not None:
             self.apis[ApiKey.CONTROLLED_SHUTDOWN] = by_version(controlled_shutdown)
-        if group_offsets is not None:
+        if groups is not None:
+            coordinator, offsets = groups.coordinator, groups.offsets
+
+            def with_client_id(handler: Callable) -> ApiHandler:
+                # JoinGroup records each member's client id (DescribeGroups shows it).
+                return lambda body, header: handler({**body, "_client_id": header.client_id or ""},
+                                                    header.api_version)
+
+            def then_refresh(handler: ApiHandler) -> ApiHandler:
+                # A new leadership of an offsets partition: load its groups now.
+                def handle(body: dict[str, Any], header: RequestHeader) -> dict[str, Any]:
+                    response = handler(body, header)
+                    groups.coordinator.catalog.refresh()
+                    return response
+                return handle
+            for key in (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA):
+                self.apis[key] = then_refresh(self.apis[key])
+            self.apis.update({
+                ApiKey.FIND_COORDINATOR: by_version(coordinator.find_coordinator),
+                ApiKey.JOIN_GROUP: with_client_id(coordinator.join_group),
+                ApiKey.SYNC_GROUP: by_version(coordinator.sync_group),
+                ApiKey.HEARTBEAT: by_version(coordinator.heartbeat),
+                ApiKey.LEAVE_GROUP: by_version(coordinator.leave_group),
+                ApiKey.LIST_GROUPS: by_version(coordinator.list_groups),
+                ApiKey.DESCRIBE_GROUPS: by_version(coordinator.describe_groups),
+                ApiKey.OFFSET_COMMIT: by_version(offsets.commit),
+                ApiKey.OFFSET_FETCH: by_version(offsets.fetch),
+            })
+        elif group_offsets is not None:
             self.apis.update({
                 ApiKey.FIND_COORDINATOR: by_version(group_offsets.find_coordinator),
                 ApiKey.OFFSET_COMMIT: by_version(group_offsets.commit),

@@ -28,6 +28,7 @@ from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
+from kafka_ha.coordinator.wiring import start_group_coordinator
 from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -55,6 +56,7 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.isr_writer: IsrWriter | None = None
         self.config_watcher: ConfigChangeWatcher | None = None
+        self.group_coordinator = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -89,9 +91,12 @@ class KafkaServer:
                                                cfg["min.incremental.fetch.session.eviction.ms"]),
                              fetch_max_bytes=cfg["fetch.max.bytes"])
         guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
+        self.group_coordinator, group_apis = start_group_coordinator(
+            cfg, self.metadata, self.replica_manager.hosted, GroupOffsets(self.store, me),
+            self._create_topic)
         self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis,
-                                 GroupOffsets(self.store, me), self._auto_create_topics,
-                                 self._controlled_shutdown_request, guard)
+                                 None, self._auto_create_topics,
+                                 self._controlled_shutdown_request, guard, group_apis)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
@@ -145,6 +150,9 @@ class KafkaServer:
             except (ValueError, AdminOperationError) as e:
                 log.warning("Could not auto-create topic %s: %s", topic, e)
 
+    def _create_topic(self, topic: str, replicas: dict, configs: dict) -> None:
+        ZkAdmin(client=self.zk).create_topic(topic, replicas, configs)
+
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
         return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s)
@@ -169,6 +177,8 @@ class KafkaServer:
             self.config_watcher.stop()
         if self.controller is not None:
             self.controller.shutdown()
+        if self.group_coordinator is not None:
+            self.group_coordinator.stop()
         if self.listener is not None:
             self.listener.stop(timeout=2)
         if self.replica_manager is not None:

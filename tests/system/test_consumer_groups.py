@@ -1,0 +1,64 @@
+"""Consumer groups (the group coordinator) with unmodified clients against real brokers."""
+
+import time
+
+import pytest
+
+kafka = pytest.importorskip("kafka", reason="kafka-python is a test dependency")
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+
+from tests.harness.cluster import SESSION_MS, wait_until  # noqa: E402
+from tests.harness.kafka import create_topic  # noqa: E402
+
+pytestmark = pytest.mark.system
+
+# Short group timeouts so that the tests wait seconds, not Kafka's minutes.
+GROUP_CONFIG = {"group.initial.rebalance.delay.ms": 500, "group.min.session.timeout.ms": 1000}
+
+
+def produce(cluster, topic, count, prefix=b"v"):
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all",
+                      request_timeout_ms=15000, max_block_ms=30000)
+    for i in range(count):
+        p.send(topic, key=b"k%d" % i, value=prefix + b"%d" % i)
+    p.flush()
+    p.close()
+
+
+def kp_consumer(cluster, group, topic, **kw):
+    return KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False,
+                         session_timeout_ms=6000, heartbeat_interval_ms=500,
+                         fetch_max_wait_ms=200, **kw)
+
+
+def poll_until(consumer, count, timeout_s=60):
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"got {len(records)} of {count} records"
+        for rs in consumer.poll(timeout_ms=500).values():
+            records.extend(rs)
+    return records
+
+
+def test_kafka_python_group_consumer_reads_commits_and_resumes(cluster_factory):
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "orders", 3, 3)
+    produce(cluster, "orders", 60)
+    consumer = kp_consumer(cluster, "g1", "orders")
+    records = poll_until(consumer, 60)
+    assert sorted(r.value for r in records) == sorted(b"v%d" % i for i in range(60))
+    assert consumer.assignment() == {TopicPartition("orders", p) for p in range(3)}
+    consumer.commit()
+    committed = {p: consumer.committed(TopicPartition("orders", p)) for p in range(3)}
+    assert sum(committed.values()) == 60
+    consumer.close()
+    # Commits of v1+ live in __consumer_offsets, not in ZooKeeper's 0.8 layout.
+    assert not cluster.zk.exists("/consumers/g1/offsets/orders/0")
+    produce(cluster, "orders", 30, prefix=b"w")
+    again = kp_consumer(cluster, "g1", "orders")
+    more = poll_until(again, 30)
+    assert sorted(r.value for r in more) == sorted(b"w%d" % i for i in range(30))
+    again.close()
