@@ -62,3 +62,52 @@ def test_kafka_python_group_consumer_reads_commits_and_resumes(cluster_factory):
     more = poll_until(again, 30)
     assert sorted(r.value for r in more) == sorted(b"w%d" % i for i in range(30))
     again.close()
+
+
+CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
+
+
+def start_members(cluster, group, topic, clients=CLIENTS, tag="a"):
+    from tests.harness.group_member import MemberProcess
+    return [MemberProcess(c, cluster.bootstrap_servers, group, topic,
+                          cluster.dir / f"member-{tag}-{c}.log") for c in clients]
+
+
+def split_between(members, partitions):
+    """Every member holds some partitions, none twice, all of them covered."""
+    sets = [m.assigned for m in members]
+    if any(not s for s in sets):
+        return False
+    return sum(len(s) for s in sets) == len(partitions) and set().union(*sets) == set(partitions)
+
+
+def consumed_values(members):
+    return {v for m in members for _, _, v in m.records()}
+
+
+def test_three_clients_split_partitions_and_take_over_from_a_killed_member(cluster_factory):
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "mixed", 6, 3)
+    produce(cluster, "mixed", 600)
+    members = start_members(cluster, "mix", "mixed")
+    try:
+        wait_until(lambda: split_between(members, range(6)), timeout=120,
+                   message=f"partitions not split: {[m.assigned for m in members]}")
+        wait_until(lambda: len(consumed_values(members)) >= 600, timeout=60,
+                   message="not everything consumed")
+        assert all(m.records() for m in members), "a member read nothing"
+        victim, survivors = members[0], members[1:]
+        held = victim.assigned
+        print("assignments before the kill:", {m.client: sorted(m.assigned) for m in members})
+        victim.kill()
+        # Its session (6 s) runs out; the others rebalance and take its partitions over.
+        wait_until(lambda: split_between(survivors, range(6)), timeout=60,
+                   message=f"{held} not taken over: {[m.assigned for m in survivors]}")
+        produce(cluster, "mixed", 300, prefix=b"w")
+        wait_until(lambda: {b"w%d" % i for i in range(300)} <=
+                   {v.encode() for v in consumed_values(survivors)}, timeout=60,
+                   message="records after the kill not consumed")
+    finally:
+        for m in members:
+            if m.proc.poll() is None:
+                m.stop()
