@@ -111,3 +111,58 @@ def test_three_clients_split_partitions_and_take_over_from_a_killed_member(clust
         for m in members:
             if m.proc.poll() is None:
                 m.stop()
+
+
+def last_commits(members):
+    """Per partition, the highest offset a member was told it committed."""
+    best = {}
+    for m in members:
+        for commit in m.commits():
+            for p, o in commit.items():
+                best[p] = max(best.get(p, 0), o)
+    return best
+
+
+def first_offsets(members):
+    first = {}
+    for m in members:
+        for p, o, _ in m.records():
+            first[p] = min(first.get(p, o), o)
+    return first
+
+
+def stop_all(members):
+    for m in members:
+        if m.proc.poll() is None:
+            m.stop()
+
+
+def test_after_everything_restarts_consumption_resumes_from_the_committed_offsets(cluster_factory):
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "resume", 6, 3)
+    produce(cluster, "resume", 600)
+    members = start_members(cluster, "res", "resume")
+    try:
+        wait_until(lambda: sum(last_commits(members).values()) == 600, timeout=120,
+                   message=f"commits never covered the 600 records: {last_commits(members)}")
+    finally:
+        stop_all(members)
+    committed = last_commits(members)
+    # Stop every broker, then start them all: the coordinator reloads from the log.
+    for i in cluster.broker_ids:
+        cluster.cluster.stop_broker(i, 10.0)
+    for i in cluster.broker_ids:
+        cluster.start_broker(i, wait=False)
+    for i in cluster.broker_ids:
+        wait_until(lambda: cluster.broker_alive(i), timeout=60)
+    produce(cluster, "resume", 300, prefix=b"w")
+    again = start_members(cluster, "res", "resume", tag="b")
+    try:
+        wait_until(lambda: {"w%d" % i for i in range(300)} <= consumed_values(again),
+                   timeout=180, message="records after the restart not consumed")
+    finally:
+        stop_all(again)
+    # Nothing before the commits is read again, nothing after them is skipped.
+    assert first_offsets(again) == committed
+    everything = consumed_values(members) | consumed_values(again)
+    assert everything >= {"v%d" % i for i in range(600)} | {"w%d" % i for i in range(300)}
