@@ -166,3 +166,60 @@ def test_after_everything_restarts_consumption_resumes_from_the_committed_offset
     assert first_offsets(again) == committed
     everything = consumed_values(members) | consumed_values(again)
     assert everything >= {"v%d" % i for i in range(600)} | {"w%d" % i for i in range(300)}
+
+
+def committed_now(cluster, group, topic, partitions):
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                             enable_auto_commit=False, request_timeout_ms=30000)
+    try:
+        return {p: consumer.committed(TopicPartition(topic, p)) for p in partitions}
+    finally:
+        consumer.close()
+
+
+def test_killing_the_coordinators_broker_loses_no_committed_offset(cluster_factory):
+    import threading
+
+    from kafka_ha.coordinator.placement import OFFSETS_TOPIC, partition_for
+    from tests.harness.kafka import read_state
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "busy", 6, 3)
+    members = start_members(cluster, "kc", "busy")
+    sent, stop = [], threading.Event()
+
+    def keep_producing():
+        p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", retries=100,
+                          request_timeout_ms=15000, max_block_ms=60000)
+        i = 0
+        while not stop.is_set():
+            value = b"v%d" % i
+            p.send("busy", key=b"k%d" % i, value=value).get(timeout=60)
+            sent.append(value.decode())
+            i += 1
+            time.sleep(0.005)
+        p.close()
+    producer_thread = threading.Thread(target=keep_producing, daemon=True)
+    try:
+        wait_until(lambda: split_between(members, range(6)), timeout=120,
+                   message=f"partitions not split: {[m.assigned for m in members]}")
+        producer_thread.start()
+        wait_until(lambda: len(last_commits(members)) == 6, timeout=60, message="no commits")
+        coordinator = read_state(cluster, OFFSETS_TOPIC, partition_for("kc", 50)).leader
+        acked_before = last_commits(members)
+        cluster.kill(coordinator)
+        # Commits go on against the new coordinator (the new leader of the group's partition).
+        wait_until(lambda: all(last_commits(members).get(p, 0) > acked_before[p] + 20
+                               for p in range(6)), timeout=120,
+                   message=f"commits stalled after the kill: {last_commits(members)}")
+        stop.set()
+        producer_thread.join(timeout=120)
+        wait_until(lambda: set(sent) <= consumed_values(members), timeout=120,
+                   message="not every acknowledged record was consumed")
+    finally:
+        stop.set()
+        stop_all(members)
+    acked = last_commits(members)
+    stored = committed_now(cluster, "kc", "busy", range(6))
+    # Every commit a member was told succeeded is still there (or a later one is).
+    assert all(stored[p] >= acked[p] for p in range(6)), (stored, acked)
+    assert set(sent) <= consumed_values(members)
