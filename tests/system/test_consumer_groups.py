@@ -223,3 +223,37 @@ def test_killing_the_coordinators_broker_loses_no_committed_offset(cluster_facto
     # Every commit a member was told succeeded is still there (or a later one is).
     assert all(stored[p] >= acked[p] for p in range(6)), (stored, acked)
     assert set(sent) <= consumed_values(members)
+
+
+def test_consumer_groups_tool_lists_and_describes(cluster_factory):
+    from tests.harness.kafka import run_tool
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "described", 2, 3)
+    produce(cluster, "described", 40)
+    consumer = kp_consumer(cluster, "tooled", "described", client_id="tool-test")
+    poll_until(consumer, 40)
+    consumer.commit({TopicPartition("described", 0): kafka.OffsetAndMetadata(3, "", -1)})
+    try:
+        rc, out, err = run_tool("kafka-consumer-groups.sh", "--bootstrap-server",
+                                cluster.bootstrap_servers, "--list")
+        assert rc == 0 and out.split() == ["tooled"], err
+        rc, out, err = run_tool("kafka-consumer-groups.sh", "--bootstrap-server",
+                                cluster.bootstrap_servers, "--describe", "--group", "tooled")
+        assert rc == 0, err
+        lines = [line.split() for line in out.strip().splitlines()]
+        assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                            "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        rows = {int(r[2]): r for r in lines[1:]}
+        ends = {p: consumer.end_offsets([TopicPartition("described", p)])[
+            TopicPartition("described", p)] for p in (0, 1)}
+        assert rows[0][3:6] == ["3", str(ends[0]), str(ends[0] - 3)]
+        assert rows[1][3] == "-" and rows[1][8] == "tool-test"
+        rc, out, err = run_tool("kafka-consumer-groups.sh", "--bootstrap-server",
+                                cluster.bootstrap_servers, "--describe", "--group", "tooled",
+                                "--state")
+        assert rc == 0 and out.split()[-2:] == ["Stable", "1"] and "range" in out, out
+    finally:
+        consumer.close()
+    rc, out, err = run_tool("kafka-consumer-groups.sh", "--bootstrap-server",
+                            cluster.bootstrap_servers, "--describe", "--group", "nobody")
+    assert rc == 1 and "Consumer group 'nobody' does not exist." in err
