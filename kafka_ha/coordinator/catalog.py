@@ -12,11 +12,10 @@ request, so a leadership change is seen even between the two.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 import gevent
 
-from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.clock import now_ms
 from kafka_ha.coordinator import offsets_log
 from kafka_ha.coordinator.group_state import Group, Outcome
@@ -29,10 +28,17 @@ log = logging.getLogger(__name__)
 
 
 class GroupCatalog:
-    def __init__(self, hosted: HostedPartitions, partition_count: Callable[[], int],
+    def __init__(self, hosted: Any, partition_count: Callable[[], int],
                  initial_rebalance_delay_ms: int,
-                 on_unload: Callable[[Group, Outcome], None]) -> None:
+                 on_unload: Callable[[Group, Outcome], None],
+                 append: offsets_log.AppendAcksAll | None = None,
+                 pause: Callable[[], None] = lambda: gevent.sleep(0)) -> None:
+        """``hosted.get(tp)``: this broker's replica of a partition (``is_leader``,
+        ``leader_epoch``, ``log``) or None; ``append``: the broker's acks=-1 append;
+        ``pause``: a yield that lets the event loop poll I/O (long loads)."""
         self.hosted = hosted
+        self._append = append
+        self._pause = pause
         self._partition_count = partition_count
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self._on_unload = on_unload
@@ -86,7 +92,7 @@ class GroupCatalog:
         def still_wanted() -> bool:
             return self.loading.get(partition) == epoch and self._led_epoch(partition) == epoch
         try:
-            state = offsets_log.load(self.hosted, partition, still_wanted)
+            state = offsets_log.load(self.hosted, partition, still_wanted, self._pause)
         except Exception:   # a broker never dies of a bad log: the partition stays unowned
             log.exception("Loading %s-%d failed", OFFSETS_TOPIC, partition)
             state = None
@@ -121,6 +127,12 @@ class GroupCatalog:
             self._on_unload(group, group.unload())
         log.info("Unloaded %d groups of %s-%d: no longer its leader", len(gone), OFFSETS_TOPIC,
                  partition)
+
+    def write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+              timeout_s: float) -> int:
+        """Append records to the group's offsets partition, acks=-1: the client's error code."""
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
+        return offsets_log.client_error(self._append(tp, offsets_log.batch_of(records), timeout_s))
 
     def group(self, group_id: str, create: bool = False) -> Group | None:
         group = self.groups.get(group_id)

@@ -18,7 +18,6 @@ import gevent
 from gevent.event import AsyncResult
 
 from kafka_ha.clock import monotonic_ms
-from kafka_ha.coordinator import offsets_log
 from kafka_ha.coordinator.catalog import GroupCatalog
 from kafka_ha.coordinator.group_state import Group, Outcome
 from kafka_ha.coordinator.offsets_records import group_key, group_value
@@ -205,8 +204,8 @@ class GroupCoordinator:
         members waiting on SyncGroup get the error and the group rebalances."""
         generation = group.generation
         record = [(group_key(group.group_id), group_value(group.to_record()))]
-        error = offsets_log.append(self.catalog.hosted, self.catalog.partition_of(group.group_id),
-                                   record, self.config["offsets.commit.timeout.ms"] / 1000)
+        error = self.catalog.write(group.group_id, record,
+                                   self.config["offsets.commit.timeout.ms"] / 1000)
         if error == ErrorCode.NONE:
             self._deliver(group.group_id, outcome.deliver)
             return

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.clock import monotonic_ms, now_ms
-from kafka_ha.coordinator import offsets_log
 from kafka_ha.coordinator.catalog import GroupCatalog
 from kafka_ha.coordinator.group_state import GroupState
 from kafka_ha.coordinator.offsets_records import OffsetValue, offset_key, offset_value
@@ -22,8 +20,9 @@ DEFAULT_RETENTION = -1    # OffsetCommit v2+: the broker's offsets.retention.min
 
 
 class OffsetApis:
-    def __init__(self, config, catalog: GroupCatalog, zk_offsets: GroupOffsets,
+    def __init__(self, config, catalog: GroupCatalog, zk_offsets: Any,
                  partition_exists: Callable[[str, int], bool]) -> None:
+        """``zk_offsets``: ``commit`` and ``fetch`` of the v0 requests (ZooKeeper)."""
         self.config = config
         self.catalog = catalog
         self.zk_offsets = zk_offsets
@@ -57,8 +56,8 @@ class OffsetApis:
                 values[tp] = value
                 records.append((offset_key(group_id, *tp), offset_value(value)))
         if records:
-            written = offsets_log.append(self.catalog.hosted, self.catalog.partition_of(group_id),
-                                         records, self.config["offsets.commit.timeout.ms"] / 1000)
+            written = self.catalog.write(group_id, records,
+                                         self.config["offsets.commit.timeout.ms"] / 1000)
             if written == ErrorCode.NONE and self.catalog.status(group_id) == ErrorCode.NONE:
                 group = self.catalog.group(group_id, create=True)
                 if group.state != GroupState.DEAD:

@@ -1,19 +1,16 @@
 """Writing to and reading back a ``__consumer_offsets`` partition.
 
-Writes go through the replica side's append path as a produce with acks=-1
-would (``replica_appends``): on the leader's log, then a wait until the HW
-passes them, so a commit that was answered survives the leader's loss.  Reads
-replay a partition's log into what ``OffsetsState`` holds, in chunks, yielding
-to the event loop between them.
+Writes are one v2 batch handed to the broker's append path as a produce with
+acks=-1 would be (the broker passes that path in: ``AppendAcksAll``): on the
+leader's log, then a wait until the HW passes it, so a commit that was answered
+survives the leader's loss.  Reads replay a partition's log into what
+``OffsetsState`` holds, in chunks, yielding to the event loop between them.
 """
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from kafka_ha.broker import replica_appends
-from kafka_ha.broker.cooperative import yield_to_io
-from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.coordinator import offsets_records as rec
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.model import TopicPartition
@@ -50,14 +47,13 @@ def client_error(append_error: int) -> int:
     return _COMMIT_ERRORS.get(append_error, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
-def append(hosted: HostedPartitions, partition: int, records: list[tuple[bytes, bytes | None]],
-           timeout_s: float) -> int:
-    """Append key/value records to one offsets partition, acks=-1; a client error code."""
-    tp = TopicPartition(OFFSETS_TOPIC, partition)
-    batch = build_v2_batch([Record(key, value) for key, value in records])
-    results = replica_appends.append_records(hosted, [(tp, batch)], acks=-1)
-    replica_appends.await_replication(hosted, results, timeout_s)
-    return client_error(results[tp].error)
+# (partition, batch, timeout in seconds) -> the append's error code, after the HW passed it.
+AppendAcksAll = Callable[[TopicPartition, bytes, float], int]
+
+
+def batch_of(records: list[tuple[bytes, bytes | None]]) -> bytes:
+    """Key/value records as one batch for an offsets partition."""
+    return build_v2_batch([Record(key, value) for key, value in records])
 
 
 class OffsetsState:
@@ -85,12 +81,13 @@ class OffsetsState:
             self.groups[k.group] = rec.decode_group_value(value)
 
 
-def load(hosted: HostedPartitions, partition: int, still_wanted: Callable[[], bool],
-         pause: Callable[[], None] = yield_to_io) -> OffsetsState | None:
+def load(hosted: Any, partition: int, still_wanted: Callable[[], bool],
+         pause: Callable[[], None]) -> OffsetsState | None:
     """Replay one offsets partition from its log start to its log end; None if the
     partition left (``still_wanted`` turned false) on the way.  A record that does not
     decode is logged and skipped: one bad record must not keep a group's coordinator
-    from starting."""
+    from starting.  ``hosted.get(tp)``: the partition (its ``log``) or None; ``pause()``
+    lets the event loop serve I/O between chunks."""
     p = hosted.get(TopicPartition(OFFSETS_TOPIC, partition))
     if p is None:
         return None

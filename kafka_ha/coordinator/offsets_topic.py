@@ -11,10 +11,9 @@ an offsets topic created under-replicated would stay so.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
-from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.errors import ErrorCode
@@ -28,7 +27,8 @@ CreateTopic = Callable[[str, dict[int, tuple[int, ...]], dict[str, str]], None]
 
 
 class OffsetsTopic:
-    def __init__(self, config, metadata: MetadataCache, create_topic: CreateTopic) -> None:
+    def __init__(self, config, metadata: Any, create_topic: CreateTopic) -> None:
+        """``metadata``: the broker's cluster view (``partitions``, ``brokers``)."""
         self.config = config
         self.metadata = metadata
         self._create_topic = create_topic
