@@ -29,6 +29,7 @@ from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
+from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -139,6 +140,8 @@ class KafkaServer:
         admin = ZkAdmin(client=self.zk)
         brokers = sorted(self.metadata.brokers) or admin.store.live_broker_ids()
         for topic in topics:
+            if topic == OFFSETS_TOPIC:
+                continue   # the group coordinator creates it, with its own partitions and configs
             try:
                 zn.validate_topic_name(topic)
                 replicas = assign_replicas(brokers, cfg["num.partitions"],
