@@ -167,18 +167,15 @@ class GroupCoordinator:
         if outcome.reply is not None:
             self._carry_out(group, outcome)
             return outcome.reply
+        # Wait like everyone else, even when the answer is already decided: it may
+        # depend on a write still to be done (the leader's SyncGroup).
         key = (group.group_id, kind, outcome.member_id)
-        mine = outcome.deliver.pop((kind, outcome.member_id), None)
-        waiter = None
-        if mine is None:
-            waiter = AsyncResult()
-            previous = self._waiters.get(key)
-            if previous is not None:   # the member asked again (a new connection)
-                previous.set(None)
-            self._waiters[key] = waiter
+        waiter = AsyncResult()
+        previous = self._waiters.get(key)
+        if previous is not None:   # the member asked again (a new connection)
+            previous.set(None)
+        self._waiters[key] = waiter
         self._carry_out(group, outcome)
-        if waiter is None:
-            return mine
         try:
             return waiter.get(timeout=timeout_s + WAIT_MARGIN_S)
         except gevent.Timeout:

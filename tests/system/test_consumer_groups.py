@@ -88,11 +88,13 @@ def consumed_values(members):
 def test_three_clients_split_partitions_and_take_over_from_a_killed_member(cluster_factory):
     cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "mixed", 6, 3)
-    produce(cluster, "mixed", 600)
     members = start_members(cluster, "mix", "mixed")
     try:
         wait_until(lambda: split_between(members, range(6)), timeout=120,
                    message=f"partitions not split: {[m.assigned for m in members]}")
+        # Produced once split: each member reads its own partitions (had the records been
+        # there before, a member that joined first could have read them all).
+        produce(cluster, "mixed", 600)
         wait_until(lambda: len(consumed_values(members)) >= 600, timeout=60,
                    message="not everything consumed")
         assert all(m.records() for m in members), "a member read nothing"
