@@ -86,7 +86,7 @@ class GroupCatalog:
 
     def _load(self, partition: int, epoch: int) -> None:
         started = now_ms()
-        log.info("Loading offsets and group metadata from %s-%d (leader epoch %d)",
+        log.info("Scheduling loading of offsets and group metadata from %s-%d (leader epoch %d)",
                  OFFSETS_TOPIC, partition, epoch)
 
         def still_wanted() -> bool:
@@ -121,12 +121,13 @@ class GroupCatalog:
         self.loading.pop(partition, None)
         count = self._partition_count()
         gone = [g for g in self.groups if partition_for(g, count) == partition]
+        offsets = 0
         for group_id in gone:
             group = self.groups.pop(group_id)
-            self.offsets.pop(group_id, None)
+            offsets += len(self.offsets.pop(group_id, {}))
             self._on_unload(group, group.unload())
-        log.info("Unloaded %d groups of %s-%d: no longer its leader", len(gone), OFFSETS_TOPIC,
-                 partition)
+        log.info("Finished unloading %s-%d. Removed %d cached offsets and %d cached groups.",
+                 OFFSETS_TOPIC, partition, offsets, len(gone))
 
     def write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
               timeout_s: float) -> int:

@@ -19,8 +19,9 @@ from gevent.event import AsyncResult
 
 from kafka_ha.clock import monotonic_ms
 from kafka_ha.coordinator.catalog import GroupCatalog
-from kafka_ha.coordinator.group_state import Group, Outcome
+from kafka_ha.coordinator.group_state import Group, GroupState, Outcome
 from kafka_ha.coordinator.offsets_records import group_key, group_value
+from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.errors import ErrorCode
 
@@ -33,6 +34,10 @@ GROUP_KEY_TYPE = 0
 WAIT_MARGIN_S = 10.0
 _JOIN_ERROR = {"generation_id": -1, "protocol_name": "", "leader": "", "member_id": "",
                "members": []}
+
+
+def _snapshot(group: Group) -> tuple:
+    return group.state, group.generation, set(group.members)
 
 
 def _now() -> int:
@@ -96,9 +101,11 @@ class GroupCoordinator:
             return self._join_reply({**_JOIN_ERROR, "error_code": ErrorCode.UNKNOWN_MEMBER_ID,
                                      "member_id": member_id})
         protocols = [(p["name"], p["metadata"]) for p in request["protocols"]]
+        before = _snapshot(group)
         outcome = group.join(member_id, request.get("_client_id", ""),
                              request.get("_client_host", ""), session, rebalance,
                              request["protocol_type"], protocols, _now())
+        self._log_changes(group, before, "member joined" if not member_id else "member rejoined")
         reply = self._wait_for(group, outcome, "join", rebalance / 1000)
         return self._join_reply(reply or {**_JOIN_ERROR, "error_code": ErrorCode.REBALANCE_IN_PROGRESS,
                                           "member_id": member_id})
@@ -115,7 +122,9 @@ class GroupCoordinator:
             return {"throttle_time_ms": 0, "assignment": b"",
                     "error_code": error or ErrorCode.UNKNOWN_MEMBER_ID}
         assignments = {a["member_id"]: a["assignment"] for a in request["assignments"]}
+        before = _snapshot(group)
         outcome = group.sync(member_id, request["generation_id"], assignments, _now())
+        self._log_changes(group, before, "")
         member = group.members.get(member_id)
         timeout_s = (member.rebalance_timeout_ms if member else 0) / 1000
         reply = self._wait_for(group, outcome, "sync", timeout_s)
@@ -135,7 +144,9 @@ class GroupCoordinator:
         group = self.catalog.group(group_id) if error == ErrorCode.NONE else None
         if group is None:
             return {"throttle_time_ms": 0, "error_code": error or ErrorCode.UNKNOWN_MEMBER_ID}
+        before = _snapshot(group)
         outcome = act(group)
+        self._log_changes(group, before, "removing member on LeaveGroup")
         self._carry_out(group, outcome)
         return {"throttle_time_ms": 0, **outcome.reply}
 
@@ -213,6 +224,29 @@ class GroupCoordinator:
         self._deliver(group.group_id, failed)
         self._carry_out(group, group.store_failed(generation, error, _now()))
 
+    def _log_changes(self, group: Group, before: tuple, reason: str) -> None:
+        """Kafka's GroupCoordinator lines for what a decision changed."""
+        state, generation, members = before
+        where = f"{OFFSETS_TOPIC}-{self.catalog.partition_of(group.group_id)}"
+        if reason == "member expired":
+            for member_id in sorted(members - set(group.members)):
+                log.info("Member %s in group %s has failed, removing it from the group",
+                         member_id, group.group_id)
+        if group.state == state and group.generation == generation:
+            return
+        if group.state == GroupState.PREPARING_REBALANCE:
+            log.info("Preparing to rebalance group %s in state PreparingRebalance with old "
+                     "generation %d (%s) (reason: %s)", group.group_id, generation, where, reason)
+        elif group.state == GroupState.COMPLETING_REBALANCE:
+            log.info("Stabilized group %s generation %d (%s)", group.group_id, group.generation,
+                     where)
+        elif group.state == GroupState.STABLE:
+            log.info("Assignment received from leader for group %s for generation %d",
+                     group.group_id, group.generation)
+        elif group.state == GroupState.EMPTY:
+            log.info("Group %s with generation %d is now empty (%s)", group.group_id,
+                     group.generation, where)
+
     def on_unload(self, group: Group, outcome: Outcome) -> None:
         self._deliver(group.group_id, outcome.deliver)
 
@@ -228,7 +262,9 @@ class GroupCoordinator:
         self.catalog.refresh()
         now = _now()
         for group in list(self.catalog.groups.values()):
+            before = _snapshot(group)
             outcome = group.tick(now)
+            self._log_changes(group, before, "member expired")
             if outcome.deliver or outcome.persist:
                 if outcome.persist:
                     gevent.spawn(self._carry_out, group, outcome)
