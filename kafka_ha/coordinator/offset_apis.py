@@ -34,7 +34,7 @@ class OffsetApis:
         if version == 0:
             return self.zk_offsets.commit(request, version)
         group_id = request["group_id"]
-        error = ErrorCode.INVALID_GROUP_ID if not group_id else self.catalog.status(group_id)
+        error = self.catalog.status(group_id)   # the empty group id too, as Kafka allows
         generation, member_id = request["generation_id"], request["member_id"]
         if error == ErrorCode.NONE:
             group = self.catalog.group(group_id)
@@ -95,7 +95,7 @@ class OffsetApis:
         if version == 0:
             return self.zk_offsets.fetch(request, version)
         group_id = request["group_id"]
-        error = ErrorCode.INVALID_GROUP_ID if not group_id else self.catalog.status(group_id)
+        error = self.catalog.status(group_id)   # the empty group id too, as Kafka allows
         committed = self.catalog.offsets.get(group_id, {}) if error == ErrorCode.NONE else {}
         if request["topics"] is None:
             wanted = sorted(committed)

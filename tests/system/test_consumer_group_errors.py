@@ -67,6 +67,8 @@ def test_wrong_requests_get_kafkas_error_codes(cluster_factory):
     found = wait_until(find, timeout=60, message="no coordinator")
     assert any_broker.ask(K.FIND_COORDINATOR, 1, {"key": GROUP, "key_type": 1})["error_code"] == \
         E.INVALID_REQUEST   # no transaction coordinator
+    assert any_broker.ask(K.HEARTBEAT, 1, {"group_id": "", "generation_id": 1, "member_id": "m"}
+                          )["error_code"] == E.INVALID_GROUP_ID
     conn = Conn(found["port"])
     wait_until(lambda: conn.ask(K.OFFSET_FETCH, 2, {"group_id": GROUP, "topics": None})
                ["error_code"] == E.NONE, timeout=30, message="the group's partition never loaded")
