@@ -220,6 +220,8 @@ def test_killing_the_coordinators_broker_loses_no_committed_offset(cluster_facto
     finally:
         stop.set()
         stop_all(members)
+    moved_to = read_state(cluster, OFFSETS_TOPIC, partition_for("kc", 50)).leader
+    assert moved_to not in (coordinator, -1)
     acked = last_commits(members)
     stored = committed_now(cluster, "kc", "busy", range(6))
     # Every commit a member was told succeeded is still there (or a later one is).
