@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
+from kafka_ha.clock import monotonic_ms
 from kafka_ha.coordinator import offsets_records as rec
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.model import TopicPartition
@@ -24,6 +25,7 @@ from kafka_ha.records.shallow import iter_entries
 log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 1 << 20
+SLICE_MS = 20    # longest stretch of decoding between two yields to the event loop
 
 # What a failed append means to a group client (Kafka's GroupMetadataManager
 # maps produce errors the same way): retry elsewhere, or the commit is too big.
@@ -100,7 +102,12 @@ def load(hosted: Any, partition: int, still_wanted: Callable[[], bool],
         data = log_.read(position, READ_CHUNK_BYTES, max_offset=end).to_bytes()
         if not data:
             break
+        sliced_at = monotonic_ms()
         for record in _decode(data, position):
+            if monotonic_ms() - sliced_at >= SLICE_MS:
+                # A chunk of small commits is thousands of records: decode them in slices.
+                pause()
+                sliced_at = monotonic_ms()
             try:
                 state.apply(record.key, record.value)
             except (ValueError, ProtocolError) as e:
