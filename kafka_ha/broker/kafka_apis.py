@@ -3,8 +3,10 @@
 The protocol server calls ``handle(header, body_reader)`` once per request,
 in order per connection; each API handler returns the response body.  The data
 APIs (Produce, Fetch, the offset requests) go to ``data_apis``, which calls the
-replica side; LeaderAndIsr and StopReplica to the replica manager.  The
-controller's requests pass ``controller_requests``'s guard first.
+replica side; LeaderAndIsr and StopReplica to the replica manager (then the
+group coordinator looks at what it leads); the group APIs to the coordinator
+(``kafka_ha/coordinator``).  The controller's requests pass
+``controller_requests``'s guard first.
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from typing import Any, Callable, NamedTuple
 
 from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
 from kafka_ha.broker.data_apis import DataApis
-from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.protocol.api import ADVERTISED_VERSIONS, ApiKey
@@ -46,11 +47,10 @@ class UnhandledApi(ProtocolError):
 
 class KafkaApis:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 data_apis: DataApis | None = None, group_offsets: GroupOffsets | None = None,
+                 data_apis: DataApis | None = None, groups: GroupApis | None = None,
                  auto_create: Callable[[list[str]], None] | None = None,
                  controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
-                 controller_guard: ControllerRequestGuard | None = None,
-                 groups: GroupApis | None = None) -> None:
+                 controller_guard: ControllerRequestGuard | None = None) -> None:
         self.metadata = metadata
         self._controller_guard = controller_guard
         self._auto_create = auto_create
@@ -82,7 +82,7 @@ class KafkaApis:
                 # A new leadership of an offsets partition: load its groups now.
                 def handle(body: dict[str, Any], header: RequestHeader) -> dict[str, Any]:
                     response = handler(body, header)
-                    groups.coordinator.catalog.refresh()
+                    coordinator.leadership_changed()
                     return response
                 return handle
             for key in (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA):
@@ -97,12 +97,6 @@ class KafkaApis:
                 ApiKey.DESCRIBE_GROUPS: by_version(coordinator.describe_groups),
                 ApiKey.OFFSET_COMMIT: by_version(offsets.commit),
                 ApiKey.OFFSET_FETCH: by_version(offsets.fetch),
-            })
-        elif group_offsets is not None:
-            self.apis.update({
-                ApiKey.FIND_COORDINATOR: by_version(group_offsets.find_coordinator),
-                ApiKey.OFFSET_COMMIT: by_version(group_offsets.commit),
-                ApiKey.OFFSET_FETCH: by_version(group_offsets.fetch),
             })
 
     def handle(self, header: RequestHeader, reader: Reader) -> tuple[dict[str, Any], int] | None:

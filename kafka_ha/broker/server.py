@@ -86,18 +86,16 @@ class KafkaServer:
         self.listener.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port
-        me = BrokerEndpoint(self.broker_id, adv_host, adv_port)
         data_apis = DataApis(self.replica_manager.hosted, self.topic_configs.max_message_bytes,
                              FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                cfg["min.incremental.fetch.session.eviction.ms"]),
                              fetch_max_bytes=cfg["fetch.max.bytes"])
         guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
         self.group_coordinator, group_apis = start_group_coordinator(
-            cfg, self.metadata, self.replica_manager.hosted, GroupOffsets(self.store, me),
+            cfg, self.metadata, self.replica_manager.hosted, GroupOffsets(self.store),
             self._create_topic)
-        self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis,
-                                 None, self._auto_create_topics,
-                                 self._controlled_shutdown_request, guard, group_apis)
+        self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis, group_apis,
+                                 self._auto_create_topics, self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))

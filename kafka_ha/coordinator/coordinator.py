@@ -63,6 +63,10 @@ class GroupCoordinator:
         if self._ticker is not None:
             self._ticker.kill(block=False)
 
+    def leadership_changed(self) -> None:
+        """After a LeaderAndIsr or StopReplica: load newly led offsets partitions, drop lost ones."""
+        self.catalog.refresh()
+
     # ---- FindCoordinator -----------------------------------------------------
 
     def find_coordinator(self, request: dict[str, Any], version: int) -> dict[str, Any]:
