@@ -101,11 +101,13 @@ class OffsetApis:
             wanted = sorted(committed)
         else:
             wanted = [(t["name"], p) for t in request["topics"] for p in t["partition_indexes"]]
+        from_zk = self._zookeeper_only(group_id, [tp for tp in wanted if tp not in committed]) \
+            if error == ErrorCode.NONE else {}
         by_topic: dict[str, list] = {}
         for topic, partition in wanted:
             value = committed.get((topic, partition))
             entry = {"partition_index": partition, "error_code": ErrorCode.NONE,
-                     "committed_offset": -1, "metadata": ""}
+                     "committed_offset": from_zk.get((topic, partition), -1), "metadata": ""}
             if value is not None:
                 entry.update(committed_offset=value.offset, metadata=value.metadata)
             if version < 2 and error != ErrorCode.NONE:
@@ -113,3 +115,19 @@ class OffsetApis:
             by_topic.setdefault(topic, []).append(entry)
         topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
         return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+
+    def _zookeeper_only(self, group_id: str, missing: list[tuple[str, int]]) -> dict:
+        """Offsets ZooKeeper's 0.8 layout has for partitions the offsets topic has none of:
+        commits of v0 clients, and of every client before this broker had the offsets
+        topic (it stored all versions there), so that an upgrade skips no message.
+        (Kafka itself has no such fallback; its 0.8.2 clients committed twice instead.)"""
+        if not missing or not group_id:
+            return {}
+        topics: dict[str, list[int]] = {}
+        for topic, partition in missing:
+            topics.setdefault(topic, []).append(partition)
+        answer = self.zk_offsets.fetch({"group_id": group_id, "topics": [
+            {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, 0)
+        return {(t["name"], p["partition_index"]): p["committed_offset"]
+                for t in answer["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+

@@ -81,9 +81,19 @@ def test_commit_and_fetch_offsets(cluster_factory):
     # A current one uses v2+: the offsets topic, read back by another client.
     commit("g2", 9)
     assert not cluster.zk.exists("/consumers/g2/offsets/offsets/1")
-    reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g2")
-    assert reader.committed(tp) == 9
-    reader.close()
+
+    def committed(group):
+        reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group)
+        try:
+            return reader.committed(tp)
+        finally:
+            reader.close()
+    assert committed("g2") == 9
+    # What only ZooKeeper has (a v0 commit, or one from before the offsets topic) is
+    # found there: a group keeps its position across the upgrade.
+    assert committed("g1") == 7
+    commit("g1", 8)
+    assert committed("g1") == 8
 
 
 def test_keyed_acks_all_survive_broker_and_controller_kills(cluster_factory):
