@@ -17,10 +17,10 @@ from typing import Any, Callable
 import gevent
 from gevent.event import AsyncResult
 
-from kafka_ha.clock import monotonic_ms
+from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.coordinator.catalog import GroupCatalog
-from kafka_ha.coordinator.group_state import Group, GroupState, Outcome
-from kafka_ha.coordinator.offsets_records import group_key, group_value
+from kafka_ha.coordinator.group_state import Group, GroupState, Outcome, expired_offsets
+from kafka_ha.coordinator.offsets_records import group_key, group_value, offset_key
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.errors import ErrorCode
@@ -55,13 +55,16 @@ class GroupCoordinator:
         self._locate = locate
         self._waiters: dict[tuple[str, str, str], AsyncResult] = {}
         self._ticker: gevent.Greenlet | None = None
+        self._expirer: gevent.Greenlet | None = None
 
     def start(self) -> None:
         self._ticker = gevent.spawn(self._tick_forever)
+        self._expirer = gevent.spawn(self._expire_forever)
 
     def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.kill(block=False)
+        for task in (self._ticker, self._expirer):
+            if task is not None:
+                task.kill(block=False)
 
     def leadership_changed(self) -> None:
         """After a LeaderAndIsr or StopReplica: load newly led offsets partitions, drop lost ones."""
@@ -261,6 +264,44 @@ class GroupCoordinator:
                 self.tick()
             except Exception:   # the timer must outlive a bug in one group
                 log.exception("Group coordinator timer failed")
+
+    def expire_offsets(self, now_wall_ms: int) -> int:
+        """Delete expired offsets (tombstones, acks=-1), and the record of a group left
+        with neither members nor offsets; the number of offsets removed."""
+        started, removed = _now(), 0
+        for group_id in list(self.catalog.offsets):
+            group = self.catalog.group(group_id)
+            offsets = self.catalog.offsets.get(group_id, {})
+            gone = expired_offsets(group, offsets, now_wall_ms)
+            if not gone:
+                continue
+            records = [(offset_key(group_id, *tp), None) for tp in gone]
+            emptied = len(gone) == len(offsets) and (group is None or not group.members)
+            if emptied:
+                records.append((group_key(group_id), None))
+            error = self.catalog.write(group_id, records,
+                                       self.config["offsets.commit.timeout.ms"] / 1000)
+            if error != ErrorCode.NONE or self.catalog.status(group_id) != ErrorCode.NONE:
+                continue   # not written, or no longer ours: the next run (or owner) retries
+            for tp in gone:
+                offsets.pop(tp, None)
+            removed += len(gone)
+            if emptied and not self.catalog.offsets.get(group_id):
+                self.catalog.offsets.pop(group_id, None)
+                current = self.catalog.groups.get(group_id)
+                if current is not None and not current.members:
+                    del self.catalog.groups[group_id]
+        if removed:
+            log.info("Removed %d expired offsets in %d milliseconds.", removed, _now() - started)
+        return removed
+
+    def _expire_forever(self) -> None:
+        while True:
+            gevent.sleep(self.config["offsets.retention.check.interval.ms"] / 1000)
+            try:
+                self.expire_offsets(now_ms())
+            except Exception:   # the next run tries again
+                log.exception("Expiring offsets failed")
 
     def tick(self) -> None:
         self.catalog.refresh()

@@ -379,3 +379,15 @@ class Group:
                              "member_metadata": m.metadata_for(self.protocol),
                              "member_assignment": m.assignment}
                             for m in self.members.values()]}
+
+
+def expired_offsets(group: Group | None, offsets: dict[tuple[str, int], Any],
+                    now_wall_ms: int) -> list[tuple[str, int]]:
+    """The committed offsets to delete now: those past their expire timestamp, of a group
+    without members.  (Kafka 2.0 expired them in active groups too, and a member's
+    idle partition lost its offset; 2.1, KIP-211, waits until the group is empty.)"""
+    if group is not None and group.members:
+        return []
+    return sorted(tp for tp, value in offsets.items()
+                  if 0 <= value.expire_timestamp <= now_wall_ms)
+

@@ -1,17 +1,22 @@
-"""The coordinator's handlers over a real catalog, with the broker's append path faked."""
+"""The coordinator's handlers and offset expiry over a real catalog, with the broker's
+append path faked."""
 import gevent
 
+from kafka_ha.coordinator import offsets_records as rec
 from kafka_ha.coordinator.catalog import GroupCatalog
 from kafka_ha.coordinator.coordinator import GroupCoordinator
+from kafka_ha.coordinator.offset_apis import OffsetApis
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC, partition_for
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log import Log
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.records.reader import decode_records
 from tests.unit.test_group_catalog import Hosted, Led
 
 CONFIG = {"group.min.session.timeout.ms": 1000, "group.max.session.timeout.ms": 60000,
-          "offsets.commit.timeout.ms": 1000}
+          "offsets.commit.timeout.ms": 1000, "offset.metadata.max.bytes": 4096,
+          "offsets.retention.minutes": 1}
 GROUP = "g"
 
 
@@ -24,11 +29,15 @@ def coordinator(tmp_path, append_error):
 
     def append(tp_, batch, timeout_s):
         appended.append(tp_)
+        batches.append(batch)
         return append_error
+    batches = []
     catalog = GroupCatalog(hosted, lambda: 4, 0, lambda g, o: None, append)
     catalog.refresh()
     gevent.sleep(0.1)
-    return GroupCoordinator(CONFIG, catalog, lambda partition: (ErrorCode.NONE, None)), appended
+    c = GroupCoordinator(CONFIG, catalog, lambda partition: (ErrorCode.NONE, None))
+    c.batches = batches
+    return c, appended
 
 
 def join_and_sync(c):
@@ -55,3 +64,39 @@ def test_a_failed_group_write_fails_the_leaders_sync_too(tmp_path):
     synced = join_and_sync(c)
     assert synced["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert synced["assignment"] == b""
+
+
+def commit(c, retention_ms, generation=-1, member=""):
+    offsets = OffsetApis(CONFIG, c.catalog, None, lambda topic, partition: True)
+    response = offsets.commit({"group_id": GROUP, "generation_id": generation,
+                               "member_id": member, "retention_time_ms": retention_ms,
+                               "topics": [{"name": "t", "partitions": [
+                                   {"partition_index": 0, "committed_offset": 5,
+                                    "committed_metadata": ""}]}]}, 2)
+    assert response["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+def written(batch):
+    return [(rec.decode_key(r.key), r.value) for r in decode_records(batch)]
+
+
+def test_expired_offsets_of_an_empty_group_are_deleted_with_tombstones(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    commit(c, retention_ms=1000)
+    committed_at = c.catalog.offsets[GROUP][("t", 0)].commit_timestamp
+    assert c.expire_offsets(committed_at + 999) == 0
+    assert c.expire_offsets(committed_at + 1000) == 1
+    assert GROUP not in c.catalog.offsets and GROUP not in c.catalog.groups
+    assert written(c.batches[-1]) == [(rec.OffsetKey(GROUP, "t", 0), None),
+                                      (rec.GroupKey(GROUP), None)]
+
+
+def test_a_group_with_members_keeps_its_offsets(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    join_and_sync(c)
+    group = c.catalog.group(GROUP)
+    member = next(iter(group.members))
+    commit(c, retention_ms=1000, generation=group.generation, member=member)
+    committed_at = c.catalog.offsets[GROUP][("t", 0)].commit_timestamp
+    assert c.expire_offsets(committed_at + 10 ** 9) == 0
+    assert ("t", 0) in c.catalog.offsets[GROUP]
