@@ -2,8 +2,9 @@
 the cluster, its partitions, and the append path its writes take."""
 from __future__ import annotations
 
+import time
+
 from kafka_ha.broker import replica_appends
-from kafka_ha.broker.cooperative import yield_to_io
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.kafka_apis import GroupApis
@@ -12,6 +13,7 @@ from kafka_ha.coordinator.catalog import GroupCatalog
 from kafka_ha.coordinator.coordinator import GroupCoordinator
 from kafka_ha.coordinator.offset_apis import OffsetApis
 from kafka_ha.coordinator.offsets_topic import CreateTopic, OffsetsTopic
+from kafka_ha.cooperative import yield_to_io
 from kafka_ha.model import TopicPartition
 
 
@@ -23,8 +25,9 @@ def start_group_coordinator(config, metadata: MetadataCache, hosted: HostedParti
 
     def append_acks_all(tp: TopicPartition, batch: bytes, timeout_s: float) -> int:
         # A produce with acks=-1: the leader's append, then the wait for the HW.
+        deadline = time.monotonic() + timeout_s
         results = replica_appends.append_records(hosted, [(tp, batch)], acks=-1)
-        replica_appends.await_replication(hosted, results, timeout_s)
+        replica_appends.await_replication(hosted, results, deadline)
         return results[tp].error
 
     def on_unload(group, outcome) -> None:
