@@ -130,6 +130,11 @@ class DataApis:
         # fetch, listed in this request or not: an idle partition's follower
         # stays caught up, and its long poll still waits on all of them.
         wanted = context.wanted
+        # KIP-320: a partition asked for in another leader epoch is answered with
+        # the fencing error and neither read nor counted as the follower's position.
+        fenced = replica_reads.fenced_partitions(self.replicas, context.leader_epochs)
+        if fenced:
+            wanted = [w for w in wanted if w[0] not in fenced]
         # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,
         # which cannot ask for less (a v0 reader's 200 x 2 GB is not a plan).
         max_total = min(request.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
@@ -139,10 +144,11 @@ class DataApis:
             # loop: its answer is kept small enough that one conversion is a short
             # stall.  Any fetch may return less than asked; the reader fetches again.
             max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
-        params = FetchParams(replica_id, request["max_wait_ms"], request["min_bytes"], max_total,
-                             hard_max_bytes_limit=version < 3, as_stored=not old_reader)
+        params = FetchParams(replica_id, 0 if fenced else request["max_wait_ms"], request["min_bytes"],
+                             max_total, hard_max_bytes_limit=version < 3, as_stored=not old_reader)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
         entries = [(tp, fetch_entry(tp, read)) for tp, read in reads]
+        entries += [(tp, fetch_entry(tp, PartitionRead(error))) for tp, error in fenced.items()]
         if old_reader:
             # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
             # only the final answer is converted, once.
@@ -157,12 +163,17 @@ class DataApis:
 
     def _fetch_context(self, request: dict[str, Any], version: int, wanted: list[PartitionFetch],
                        now: int) -> FetchContext:
+        leader_epochs = {TopicPartition(t["topic"], p["partition"]): p["current_leader_epoch"]
+                         for t in request["topics"] for p in t["partitions"]
+                         if p.get("current_leader_epoch", -1) >= 0}
         if version < SESSION_FETCH_VERSION:
-            return FetchContext(wanted)
+            return FetchContext(wanted, leader_epochs=leader_epochs)
         forgotten = [TopicPartition(t["topic"], p) for t in request["forgotten_topics_data"]
                      for p in t["partitions"]]
         return self.fetch_sessions.context(request["replica_id"], request["session_id"],
-                                           request["session_epoch"], wanted, forgotten, now)
+                                           request["session_epoch"], wanted, forgotten, now,
+                                           leader_epochs)
+
 
     @staticmethod
     def _fetch_response(entries: list, version: int, error: int = ErrorCode.NONE,
@@ -237,11 +248,11 @@ class DataApis:
             parts = []
             for part in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], part["partition"])
-                error, epoch, end = replica_offsets.end_offset_for_epoch(self.replicas, tp,
-                                                                         part["leader_epoch"])
+                error, epoch, end = replica_offsets.end_offset_for_epoch(
+                    self.replicas, tp, part["leader_epoch"], part.get("current_leader_epoch", -1))
                 entry = {"error_code": error, "partition": tp.partition, "end_offset": end}
                 if version >= 1:
                     entry["leader_epoch"] = epoch
                 parts.append(entry)
             topics.append({"topic": topic["topic"], "partitions": parts})
-        return {"topics": topics}
+        return {"topics": topics, "throttle_time_ms": 0} if version >= 2 else {"topics": topics}

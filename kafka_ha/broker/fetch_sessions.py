@@ -53,6 +53,9 @@ class CachedPartition:
     max_bytes: int
     high_watermark: int = -1
     log_start_offset: int = -1
+    # The leader epoch the fetcher last named for it (Fetch v9+, KIP-320; -1: none):
+    # partitions an incremental request leaves out are still checked against it.
+    leader_epoch: int = -1
 
     def record_response(self, entry: dict[str, Any]) -> bool:
         """Remember this answer; True if an incremental response must carry it.
@@ -86,17 +89,22 @@ class FetchSession:
         """What to read for this fetch: every partition of the session."""
         return [(tp, c.fetch_offset, c.max_bytes) for tp, c in self.partitions.items()]
 
+    def leader_epochs(self) -> dict[TopicPartition, int]:
+        return {tp: c.leader_epoch for tp, c in self.partitions.items() if c.leader_epoch >= 0}
+
     def apply(self, changed: Iterable[tuple[TopicPartition, int, int]],
-              forgotten: Iterable[TopicPartition]) -> None:
+              forgotten: Iterable[TopicPartition],
+              leader_epochs: dict[TopicPartition, int] | None = None) -> None:
         """An incremental request: partitions added or moved, and those to drop."""
         for tp in forgotten:
             self.partitions.pop(tp, None)
         for tp, offset, max_bytes in changed:
             cached = self.partitions.get(tp)
             if cached is None:
-                self.partitions[tp] = CachedPartition(offset, max_bytes)
+                cached = self.partitions[tp] = CachedPartition(offset, max_bytes)
             else:
                 cached.fetch_offset, cached.max_bytes = offset, max_bytes
+            cached.leader_epoch = (leader_epochs or {}).get(tp, -1)
 
     def select(self, entries: list[tuple[TopicPartition, dict]]) -> list[tuple[TopicPartition, dict]]:
         """The entries an incremental response carries; rotates those with records to the back."""
@@ -126,6 +134,7 @@ class FetchContext:
     session: FetchSession | None = None      # set for an incremental fetch: the session fetched
     new_session: bool = False                # full fetch that opens a session if it can
     error: int = ErrorCode.NONE
+    leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)   # KIP-320, see above
 
     @property
     def incremental(self) -> bool:
@@ -142,12 +151,14 @@ class FetchSessionCache:
 
     def context(self, replica_id: int, session_id: int, epoch: int,
                 requested: list[tuple[TopicPartition, int, int]], forgotten: list[TopicPartition],
-                now_ms: int) -> FetchContext:
-        """Resolve a v7 request's session fields (see the module docstring)."""
+                now_ms: int, leader_epochs: dict[TopicPartition, int] | None = None) -> FetchContext:
+        """Resolve a v7+ request's session fields (see the module docstring)."""
+        leader_epochs = leader_epochs or {}
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != NO_SESSION:
                 self.sessions.pop(session_id, None)
-            return FetchContext(requested, new_session=epoch == INITIAL_EPOCH)
+            return FetchContext(requested, new_session=epoch == INITIAL_EPOCH,
+                                leader_epochs=leader_epochs)
         session = self.sessions.get(session_id)
         if session is None:
             return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
@@ -157,8 +168,8 @@ class FetchSessionCache:
         # (a retry racing the original) is refused rather than served twice.
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
-        session.apply(requested, forgotten)
-        return FetchContext(session.wanted(), session=session)
+        session.apply(requested, forgotten, leader_epochs)
+        return FetchContext(session.wanted(), session=session, leader_epochs=session.leader_epochs())
 
     def open(self, context: FetchContext, replica_id: int, entries: list[tuple[TopicPartition, dict]],
              now_ms: int) -> int:
@@ -167,7 +178,8 @@ class FetchSessionCache:
             return NO_SESSION
         session_id = self._new_id()
         session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH), now_ms,
-                               {tp: CachedPartition(offset, max_bytes)
+                               {tp: CachedPartition(offset, max_bytes,
+                                                    leader_epoch=context.leader_epochs.get(tp, -1))
                                 for tp, offset, max_bytes in context.wanted})
         session.remember(entries)
         self.sessions[session_id] = session

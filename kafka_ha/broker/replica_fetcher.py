@@ -30,8 +30,8 @@ from kafka_ha.protocol.errors import ErrorCode, error_name
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 7   # with incremental fetch sessions (KIP-227)
-EPOCH_VERSION = 1
+FETCH_VERSION = 9   # incremental fetch sessions (KIP-227, v7), leader-epoch fencing (KIP-320, v9)
+EPOCH_VERSION = 2   # names the follower's current leader epoch too (KIP-320)
 BACKOFF_S = 0.5
 
 
@@ -115,6 +115,17 @@ class ReplicaFetcher:
                   "offset %d from leader %d: %s: %s. Partition %s marked as failed", self.broker_id,
                   p.tp, offset, self.source.broker_id, type(error).__name__, error, p.tp)
 
+    def _fence(self, p) -> None:
+        """The leader is in a newer epoch than this follower's (KIP-320): this broker missed
+        a LeaderAndIsr.  Fetching on would let the leader count a log that never
+        truncated to the new epoch's start; the partition waits, out of this fetcher,
+        for the LeaderAndIsr that brings the new epoch (and a new truncation round)."""
+        self.fetching.discard(p.tp)
+        self.needs_truncation.discard(p.tp)
+        log.info("Broker %d: partition %s is fenced by leader %d (our leader epoch %d is old); "
+                 "waiting for the LeaderAndIsr of its new epoch", self.broker_id, p.tp,
+                 self.source.broker_id, p.leader_epoch)
+
     def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -132,7 +143,8 @@ class ReplicaFetcher:
                 continue
             partitions[tp] = p
             by_topic.setdefault(tp.topic, []).append(
-                {"partition": tp.partition, "leader_epoch": p.log.latest_epoch()})
+                {"partition": tp.partition, "current_leader_epoch": p.leader_epoch,
+                 "leader_epoch": p.log.latest_epoch()})
         if not by_topic:
             return
         response = self._request(ApiKey.OFFSETS_FOR_LEADER_EPOCH, EPOCH_VERSION, {"topics": [
@@ -144,6 +156,9 @@ class ReplicaFetcher:
             p = partitions.get(tp)
             if p is None or tp not in self.needs_truncation:
                 continue  # removed meanwhile (also during a pause of this loop)
+            if entry["error_code"] == ErrorCode.FENCED_LEADER_EPOCH:
+                self._fence(p)
+                continue
             if entry["error_code"] != ErrorCode.NONE:
                 not_ready = True  # the leader is not ready yet; ask again
                 continue
@@ -188,14 +203,16 @@ class ReplicaFetcher:
             if p is None:
                 self.fetching.discard(tp)
                 continue
-            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes), p
+            # The leader epoch is part of the position: a new one is sent even in an
+            # incremental fetch, so the leader checks the current one (KIP-320).
+            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes, p.leader_epoch), p
         if not wanted:
             return
         session_id, epoch, changed, forgotten = self._session.build(wanted)
         by_topic: dict[str, list[dict]] = {}
-        for tp, (offset, max_bytes) in changed:
+        for tp, (offset, max_bytes, leader_epoch) in changed:
             by_topic.setdefault(tp.topic, []).append(
-                {"partition": tp.partition, "fetch_offset": offset,
+                {"partition": tp.partition, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
                  "log_start_offset": partitions[tp].log.log_start_offset, "partition_max_bytes": max_bytes})
         forgotten_by_topic: dict[str, list[int]] = {}
         for tp in forgotten:
@@ -247,6 +264,9 @@ class ReplicaFetcher:
             return False
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._handle_out_of_range(p)
+            return False
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            self._fence(p)
             return False
         # NOT_LEADER / UNKNOWN_TOPIC: the controller's LeaderAndIsr is on its way.
         return True

@@ -6,6 +6,7 @@ version is the request layer's (``data_apis``).
 """
 from __future__ import annotations
 
+from kafka_ha.broker import replication
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.replica_reads import CONSUMER, DEBUG_CONSUMER
 from kafka_ha.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -36,11 +37,15 @@ def offset_for_timestamp(partitions: HostedPartitions, tp: TopicPartition, times
 
 
 def end_offset_for_epoch(partitions: HostedPartitions, tp: TopicPartition,
-                         leader_epoch: int) -> tuple[int, int, int]:
+                         leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int, int]:
     """(error, epoch, end offset): the largest epoch up to ``leader_epoch`` that this
-    leader's log holds, and where it ends (KIP-101/279).  Only a leader answers."""
+    leader's log holds, and where it ends (KIP-101/279).  Only a leader answers, and
+    only a sender in its own epoch (``current_leader_epoch``, KIP-320; -1: unchecked)."""
     p = partitions.get(tp)
     if p is None or not p.is_leader:
         return ErrorCode.NOT_LEADER_FOR_PARTITION, -1, -1
+    fenced = replication.leader_epoch_error(current_leader_epoch, p.leader_epoch)
+    if fenced != ErrorCode.NONE:
+        return fenced, -1, -1
     epoch, end = p.log.end_offset_for_epoch(leader_epoch)
     return ErrorCode.NONE, epoch, end

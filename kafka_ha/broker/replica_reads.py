@@ -17,8 +17,9 @@ from typing import Any
 
 import gevent
 
-from kafka_ha.cooperative import yielding
+from kafka_ha.broker import replication
 from kafka_ha.broker.hosted_partitions import HostedPartitions
+from kafka_ha.cooperative import yielding
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -63,6 +64,22 @@ class PartitionRead:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: Any = b""            # bytes, or FileRegions when ``as_stored``
+
+
+def fenced_partitions(partitions: HostedPartitions,
+                      leader_epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """KIP-320: of the partitions a fetch names a leader epoch for (``leader_epochs``),
+    those this broker leads in another epoch, with the error to answer (see
+    ``replication.leader_epoch_error``).  They must be neither read nor counted as
+    the follower's position."""
+    fenced = {}
+    for tp, epoch in leader_epochs.items():
+        p = partitions.get(tp)
+        if p is not None and p.is_leader:
+            error = replication.leader_epoch_error(epoch, p.leader_epoch)
+            if error != ErrorCode.NONE:
+                fenced[tp] = error
+    return fenced
 
 
 def fetch_records(partitions: HostedPartitions, params: FetchParams, wanted: list[PartitionFetch],

@@ -145,3 +145,25 @@ def may_join_isr(follower: FollowerState, high_watermark: int, epoch_start_offse
     (True, False)
     """
     return follower.log_end_offset >= high_watermark and follower.log_end_offset >= epoch_start_offset
+
+
+def leader_epoch_error(requested: int, current: int) -> int:
+    """KIP-320: a Fetch (v9+) or OffsetsForLeaderEpoch (v2+) names the leader epoch its
+    sender believes current; the leader answers only a sender in its own epoch.
+
+    An older epoch is FENCED_LEADER_EPOCH: the sender missed a LeaderAndIsr, and a
+    follower that went on fetching would be counted as caught up in an epoch whose
+    start it never truncated to (a divergent log re-admitted to the ISR).  A newer
+    one is UNKNOWN_LEADER_EPOCH: this leader has not taken its own LeaderAndIsr yet,
+    ask again.  -1 (an older request version) is not checked.
+
+    >>> leader_epoch_error(-1, 5) == leader_epoch_error(5, 5) == ErrorCode.NONE
+    True
+    >>> leader_epoch_error(4, 5) == ErrorCode.FENCED_LEADER_EPOCH
+    True
+    >>> leader_epoch_error(6, 5) == ErrorCode.UNKNOWN_LEADER_EPOCH
+    True
+    """
+    if requested < 0 or requested == current:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -129,11 +129,17 @@ _define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(0, 1), _EPOCH_REQUEST,
             ("topic", STRING), ("partitions", Array(_EPOCH_RESPONSE_PARTITION)))))))
 # v1 (KIP-279) names the epoch whose end offset is returned, so a follower
 # whose latest epoch the leader never saw can truncate to the right place.
-_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(1, 2), _EPOCH_REQUEST,
-        Struct(("topics", Array(Struct(
-            ("topic", STRING), ("partitions", Array(Struct(
-                ("error_code", INT16), ("partition", INT32), ("leader_epoch", INT32),
-                ("end_offset", INT64)))))))))
+_EPOCH_TOPICS_V1 = ("topics", Array(Struct(
+    ("topic", STRING), ("partitions", Array(Struct(
+        ("error_code", INT16), ("partition", INT32), ("leader_epoch", INT32),
+        ("end_offset", INT64)))))))
+_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(1, 2), _EPOCH_REQUEST, Struct(_EPOCH_TOPICS_V1))
+# v2 (KIP-320) adds each partition's current_leader_epoch before the asked epoch,
+# and throttle_time_ms to the response.
+_define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(2, 3),
+        Struct(("topics", Array(Struct(("topic", STRING), ("partitions", Array(Struct(
+            ("partition", INT32), ("current_leader_epoch", INT32), ("leader_epoch", INT32)))))))),
+        Struct(("throttle_time_ms", INT32), _EPOCH_TOPICS_V1))
 
 # -- Produce (0) --------------------------------------------------------------
 
@@ -210,11 +216,22 @@ _define(ApiKey.FETCH, range(5, 7), Struct(*_FETCH_V4_PREFIX, _FETCH_TOPICS_V5),
 # epoch and lists only the partitions that changed, plus the ones to forget; the
 # response carries a top-level error and the session id, and only the
 # partitions with something new (broker/fetch_sessions.py).
-_define(ApiKey.FETCH, range(7, 8),
+_FORGOTTEN = ("forgotten_topics_data", Array(Struct(("topic", STRING), ("partitions", Array(INT32)))))
+_FETCH_V7_RESPONSE = Struct(_THROTTLE, ("error_code", INT16), ("session_id", INT32),
+                            _fetched_v4(_LOG_START))
+# v8 is v7 again.
+_define(ApiKey.FETCH, range(7, 9),
         Struct(*_FETCH_V4_PREFIX, ("session_id", INT32), ("session_epoch", INT32),
-               _FETCH_TOPICS_V5, ("forgotten_topics_data", Array(Struct(
-                   ("topic", STRING), ("partitions", Array(INT32)))))),
-        Struct(_THROTTLE, ("error_code", INT16), ("session_id", INT32), _fetched_v4(_LOG_START)))
+               _FETCH_TOPICS_V5, _FORGOTTEN), _FETCH_V7_RESPONSE)
+# v9 (KIP-320) adds each partition's current_leader_epoch, as its sender knows it
+# (-1: unknown); the leader answers FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+# when it differs from its own (broker/replication.leader_epoch_error).
+_FETCH_TOPICS_V9 = ("topics", Array(Struct(("topic", STRING), ("partitions", Array(Struct(
+    ("partition", INT32), ("current_leader_epoch", INT32), ("fetch_offset", INT64), _LOG_START,
+    ("partition_max_bytes", INT32)))))))
+_define(ApiKey.FETCH, range(9, 10),
+        Struct(*_FETCH_V4_PREFIX, ("session_id", INT32), ("session_epoch", INT32),
+               _FETCH_TOPICS_V9, _FORGOTTEN), _FETCH_V7_RESPONSE)
 
 # -- ListOffsets (2) ----------------------------------------------------------
 
@@ -254,11 +271,12 @@ def _version_table() -> dict[ApiKey, tuple[int, int]]:
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = _version_table()
 
-# Served to anyone, but not advertised in ApiVersions: Fetch v5-v7 exist for our
-# own replica fetchers (v7's incremental sessions).  Clients infer the broker's
-# release from what it advertises; with Fetch v7 kafka-python takes us for Kafka
-# 1.1 and turns on its idempotent producer, whose InitProducerId we do not serve.
-_ADVERTISED_MAX = {ApiKey.FETCH: 4}
+# Served to anyone, but not advertised in ApiVersions: Fetch v5-v9 and
+# OffsetsForLeaderEpoch v2 exist for our own replica fetchers (v7's incremental
+# sessions, v9's leader-epoch fencing).  Clients infer the broker's release from
+# what it advertises; with Fetch v7 kafka-python takes us for Kafka 1.1 and turns
+# on its idempotent producer, whose InitProducerId we do not serve.
+_ADVERTISED_MAX = {ApiKey.FETCH: 4, ApiKey.OFFSETS_FOR_LEADER_EPOCH: 1}
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: (lo, min(hi, _ADVERTISED_MAX.get(key, hi))) for key, (lo, hi) in SUPPORTED_VERSIONS.items()}
 

@@ -79,6 +79,9 @@ def _fetch_request(version: int) -> dict:
     if version >= 7:
         body.update(session_id=123, session_epoch=4,
                     forgotten_topics_data=[{"topic": "refunds", "partitions": [2, 5]}])
+    if version >= 9:
+        for partition in body["topics"][0]["partitions"]:
+            partition["current_leader_epoch"] = 6
     return body
 
 
@@ -142,11 +145,13 @@ REQUESTS = {
     (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
     **{(K.OFFSETS_FOR_LEADER_EPOCH, v): {"topics": [
         {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]} for v in range(2)},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 2): {"topics": [{"topic": "orders", "partitions": [
+        {"partition": 3, "current_leader_epoch": 7, "leader_epoch": 6}]}]},
     **{(K.PRODUCE, v): {"acks": -1, "timeout_ms": 30000, "topic_data": [
         {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
                                               {"index": 1, "records": None}]}]}
        for v in range(3)},
-    **{(K.FETCH, v): _fetch_request(v) for v in range(8)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(10)},
     (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
     (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
@@ -172,8 +177,11 @@ RESPONSES = {
         {"error_code": 6, "partition": 4, "end_offset": -1}]}]},
     (K.OFFSETS_FOR_LEADER_EPOCH, 1): {"topics": [{"topic": "orders", "partitions": [
         {"error_code": 0, "partition": 3, "leader_epoch": 5, "end_offset": 120}]}]},
+    (K.OFFSETS_FOR_LEADER_EPOCH, 2): {"throttle_time_ms": 0, "topics": [{"topic": "orders", "partitions": [
+        {"error_code": ErrorCode.FENCED_LEADER_EPOCH, "partition": 3, "leader_epoch": -1,
+         "end_offset": -1}]}]},
     **{(K.PRODUCE, v): produce_response(v) for v in range(3)},
-    **{(K.FETCH, v): _fetch_response(v) for v in range(8)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(10)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
     (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [

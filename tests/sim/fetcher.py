@@ -32,8 +32,8 @@ from kafka_ha.records.errors import RecordsError
 if TYPE_CHECKING:
     from tests.sim.broker import BrokerProcess
 
-FETCH_VERSION = 6          # no fetch sessions: one partition per fetcher here
-EPOCH_VERSION = 1
+FETCH_VERSION = 9          # no fetch sessions (one partition per fetcher here); KIP-320 fencing
+EPOCH_VERSION = 2
 BACKOFF_MS = 500           # replica_fetcher.BACKOFF_S
 EPOCH_RETRY_MS = 100       # replica_fetcher: BACKOFF_S / 5 while the leader is not ready
 MAX_BYTES = 16 * 1024      # below the sendfile threshold: answers are bytes
@@ -108,7 +108,8 @@ class SimFetcher:
         if self.state == "truncating":
             epoch = p.log.latest_epoch()
             request = {"topics": [{"topic": tp.topic, "partitions": [
-                {"partition": tp.partition, "leader_epoch": epoch}]}]}
+                {"partition": tp.partition, "current_leader_epoch": p.leader_epoch,
+                 "leader_epoch": epoch}]}]}
             asked_in = p.leader_epoch
 
             def answer(leader):
@@ -125,8 +126,10 @@ class SimFetcher:
         if self.state == "fetching":
             offset = p.log.log_end_offset
             request = {"replica_id": me, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes,
-                       "isolation_level": 0, "topics": [{"topic": tp.topic, "partitions": [
-                           {"partition": tp.partition, "fetch_offset": offset,
+                       "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                       "forgotten_topics_data": [], "topics": [{"topic": tp.topic, "partitions": [
+                           {"partition": tp.partition, "current_leader_epoch": p.leader_epoch,
+                            "fetch_offset": offset,
                             "log_start_offset": p.log.log_start_offset,
                             "partition_max_bytes": max_bytes}]}]}
             net.request(self.process, self.leader, lambda leader: self._serve_fetch(leader, request),
@@ -155,6 +158,8 @@ class SimFetcher:
 
     def _on_epoch_answer(self, response: dict) -> str:
         entry = response["topics"][0]["partitions"][0]
+        if entry["error_code"] == ErrorCode.FENCED_LEADER_EPOCH:
+            return self._fenced()
         if entry["error_code"] != ErrorCode.NONE:
             self._next(EPOCH_RETRY_MS)
             return f"leader not ready ({error_name(entry['error_code'])}); asking again"
@@ -206,6 +211,8 @@ class SimFetcher:
             self._next(0 if got else self._world.idle_fetch_delay())
             return (f"+{got} -> LEO {p.log.log_end_offset}, HW {p.high_watermark} "
                     f"(leader HW {entry['high_watermark']})")
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            return self._fenced()
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._world.stats["fetches out of range"] += 1
             self.state = "listing"
@@ -213,6 +220,13 @@ class SimFetcher:
             return f"OFFSET_OUT_OF_RANGE at {p.log.log_end_offset}"
         self._next(BACKOFF_MS)
         return f"{error_name(error)}; backing off"
+
+    def _fenced(self) -> str:
+        """As replica_fetcher: out of the fetcher until the LeaderAndIsr of the new epoch."""
+        self._world.stats["fenced by a newer leader epoch"] += 1
+        self.generation += 1
+        self.state = "idle"
+        return "FENCED_LEADER_EPOCH: waiting for the LeaderAndIsr of the new epoch"
 
     def _on_list_answer(self, response: dict) -> str:
         part = response["topics"][0]["partitions"][0]

@@ -17,10 +17,10 @@ CI_SEEDS = range(0, 300)
 CHUNK = 30
 # Seeds beyond CI_SEEDS that found a defect when its fix was undone or missing: 1297 (a fetch
 # beyond the leader's LEO counted, issue 18 defect 2), 657 and 1039 (IsrWriter after a write in
-# doubt).  (Seed 120, in the CI range, found the one-round truncation of defect 1.)  A change to
+# doubt), 1632 (a follower that missed two LeaderAndIsr fetched on into a newer epoch: KIP-320).  (Seed 120, in the CI range, found the one-round truncation of defect 1.)  A change to
 # the simulation or to the code it drives reshapes every run, so they may stop reaching those
 # cases: they add to the CI range, they do not replace a unit test.
-REGRESSION_SEEDS = (657, 1039, 1297)
+REGRESSION_SEEDS = (657, 1039, 1297, 1632)
 
 
 @pytest.mark.parametrize("first", range(CI_SEEDS.start, CI_SEEDS.stop, CHUNK),

@@ -26,14 +26,17 @@ K = ApiKey
 def test_every_schema_has_a_sample_and_versions_table_matches():
     assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
     assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 2)
-    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 7)
-    # v5-v7 are for our replica fetchers; clients are offered up to v4
+    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 9)
+    assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 2)
+    # Fetch v5-v9 and OffsetsForLeaderEpoch v2 are for our replica fetchers;
+    # clients are offered up to v4 and v1
     assert ADVERTISED_VERSIONS[K.FETCH] == (0, 4)
-    assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k != K.FETCH} == \
-        {k: v for k, v in SUPPORTED_VERSIONS.items() if k != K.FETCH}
+    assert ADVERTISED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
+    capped = (K.FETCH, K.OFFSETS_FOR_LEADER_EPOCH)
+    assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k not in capped} == \
+        {k: v for k, v in SUPPORTED_VERSIONS.items() if k not in capped}
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
-    assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
     assert len(SUPPORTED_VERSIONS) == 19
 
 
