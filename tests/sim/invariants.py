@@ -111,6 +111,7 @@ class Checker:
         self.replica_epochs: dict[tuple[int, int, TopicPartition], int] = {}
         self.leading_hw: dict[tuple[int, int, TopicPartition], int] = {}
         self.amnesiac: dict[int, set[TopicPartition]] = {}
+        self.forgetful_processes: dict[int, list] = {}   # the processes that lost data, per broker
         self.acked: list[Ack] = []
         self.deposed_acks = 0
         self._views: dict[tuple, LogView] = {}
@@ -130,6 +131,7 @@ class Checker:
     def _on_crash(self, proc: BrokerProcess, lost: dict) -> None:
         if lost:
             self.amnesiac.setdefault(proc.broker_id, set()).update(lost)
+            self.forgetful_processes.setdefault(proc.broker_id, []).append(proc)
 
     def _on_truncated(self, follower: BrokerProcess, tp: TopicPartition, leader_id: int) -> None:
         leader = self.established_leader(tp)
@@ -262,14 +264,22 @@ class Checker:
         """An amnesiac broker counts again once it is in no ISR of the partition."""
         state = self.world.zk_state(tp)
         for broker in [b for b, tps in self.amnesiac.items() if tp in tps]:
+            # A fetch the lost process sent before the power went may still arrive and
+            # bring it into an ISR with what it no longer has (seed 828).
+            if any(self.world.net.in_flight.get(proc, 0) for proc in self.forgetful_processes[broker]):
+                continue
             in_isr = state is not None and broker in state.isr
             for proc in self.world.up():
                 p = proc.partition(tp)
-                in_isr |= p is not None and p.is_leader and broker in p.isr
+                # A leader's ISR expansion that is still being written counts: it was
+                # decided on fetches the broker made before it lost its unflushed data,
+                # and lands in ZooKeeper after (seed 828).
+                in_isr |= p is not None and p.is_leader and (broker in p.isr or broker in p.joining)
             if not in_isr:
                 self.amnesiac[broker].discard(tp)
                 if not self.amnesiac[broker]:
                     del self.amnesiac[broker]
+                    del self.forgetful_processes[broker]
 
     # ---- the end ------------------------------------------------------------------
 

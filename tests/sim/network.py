@@ -36,6 +36,9 @@ class SimNetwork:
         self._process_of = process_of       # broker id -> its current process (or None when down)
         self.sent = 0
         self.dropped = 0
+        # Requests each broker process sent that have not arrived (or been lost) yet:
+        # a process that lost power may still act through them (tests.sim.invariants).
+        self.in_flight: dict[Any, int] = {}
 
     def delay(self, dst: int | None = None, control: bool = False, src: int | None = None) -> int:
         """A message's time from ``src`` to ``dst``: a busy broker's data requests (fetches,
@@ -90,7 +93,10 @@ class SimNetwork:
             self.sched.at(timeout_ms, lambda: finish(on_failure), f"{what} to B{dst}: timed out")
             return
 
+        self.in_flight[src_process] = self.in_flight.get(src_process, 0) + 1
+
         def arrive() -> str:
+            self.in_flight[src_process] -= 1
             if not target.alive:
                 self.dropped += 1
                 self.sched.at(timeout_ms, lambda: finish(on_failure), f"{what} to B{dst}: timed out")
