@@ -108,20 +108,7 @@ class KafkaServer:
 
     def _log_config(self, topic: str | None) -> LogConfig:
         """A topic's log settings: its overrides, else the broker's defaults."""
-        cfg = self.config
-
-        def get(name: str, broker_value):
-            value = self.topic_configs.setting(topic, name) if topic else None
-            return broker_value if value is None else value
-        flush_ms = cfg["log.flush.interval.ms"]
-        if flush_ms is None:
-            flush_ms = cfg["log.flush.scheduler.interval.ms"]   # as Kafka's KafkaConfig.logFlushIntervalMs
-        return LogConfig(segment_bytes=get("segment.bytes", cfg["log.segment.bytes"]),
-                         retention_ms=get("retention.ms", cfg["log.retention.hours"] * 3600000),
-                         retention_bytes=get("retention.bytes", cfg["log.retention.bytes"]),
-                         max_message_bytes=get("max.message.bytes", cfg["message.max.bytes"]),
-                         flush_messages=get("flush.messages", cfg["log.flush.interval.messages"]),
-                         flush_ms=get("flush.ms", flush_ms))
+        return self.topic_configs.log_config(topic)
 
     def _endpoint_of(self, broker_id: int) -> BrokerEndpoint | None:
         return self.metadata.brokers.get(broker_id)

@@ -25,6 +25,7 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
 from .retention import deletable_count
+from .rolling import roll_jitter_ms, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class Log:
         os.makedirs(dir, exist_ok=True)
         self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
         self._bases = [s.base_offset for s in self._segments]
+        self._segments[-1].roll_jitter_ms = self._draw_jitter()
         # A checkpointed start beyond what recovery kept cannot be honoured: clamp it.
         self._log_start_offset = max(self._bases[0], min(log_start_offset, self.log_end_offset))
         self.epoch_cache = load_epoch_cache(dir, self._segments, recovered)
@@ -189,7 +191,8 @@ class Log:
                                          f"segment of {self.config.segment_bytes} bytes")
         active = self._segments[-1]
         if not active.is_empty() and (active.size + len(buffer) > self.config.segment_bytes
-                                      or last - active.base_offset > MAX_RELATIVE_OFFSET):
+                                      or last - active.base_offset > MAX_RELATIVE_OFFSET
+                                      or self._waited_to_roll(active, max_timestamp)):
             active = self._roll(first)
         active.append(first, last, buffer, max_timestamp)
         self._unflushed_messages += count
@@ -205,10 +208,48 @@ class Log:
         (``now`` from :func:`kafka_ha.clock.monotonic_ms`)."""
         return self.config.flush_ms is not None and now - self.last_flush_ms >= self.config.flush_ms
 
+    def _draw_jitter(self) -> int:
+        return roll_jitter_ms(self.config.segment_ms, self.config.segment_jitter_ms)
+
+    def _waited_to_roll(self, active: LogSegment, reference_ms: int) -> bool:
+        """segment.ms (Kafka's rule, :mod:`.rolling`): ``reference_ms`` is the appended
+        batch's max timestamp."""
+        return time_to_roll(active.first_batch_timestamp(), active.created_ms, reference_ms,
+                            clock.now_ms(), self.config.segment_ms, active.roll_jitter_ms)
+
+    def roll_expired_active_segment(self, now_ms: int, high_watermark: int) -> bool:
+        """Roll the active segment when retention.ms would delete it; True if it rolled.
+
+        segment.ms is checked only when a batch is appended (Kafka's rule), and
+        retention deletes only closed segments, so a topic that stops receiving
+        data would keep its last segment forever.  Kafka 1.1+ closes that gap in
+        retention itself, and so does this: when the active segment's newest
+        record is older than retention.ms and all of it is committed (LEO <= HW),
+        it is rolled and then goes with the closed ones in the same pass.
+
+        Rolling a quiet segment on segment.ms alone, measured against now, was
+        considered and left out: it deletes nothing sooner (retention still
+        waits for the newest record to age), it diverges from Kafka, and it
+        would roll segments whose producers use timestamps far from the broker's
+        clock on every pass.
+        """
+        active = self._segments[-1]
+        if active.is_empty() or not self.config.delete or self.config.retention_ms < 0 \
+                or self.log_end_offset > high_watermark:
+            return False
+        newest = active.largest_timestamp if active.largest_timestamp > 0 else active.last_modified_ms()
+        if now_ms - newest <= self.config.retention_ms:
+            return False
+        log.info("%s: rolling the active segment at offset %d: its newest record is older than "
+                 "retention.ms %d", self.tp, active.base_offset, self.config.retention_ms)
+        self._roll(self.log_end_offset)
+        return True
+
     def _roll(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.dir, base_offset, self.config.index_interval_bytes)
         if not segment.is_empty():
             raise RuntimeError(f"{self.tp}: cannot roll to {segment.log_path}: it already holds data")
+        segment.roll_jitter_ms = self._draw_jitter()
         self._segments.append(segment)
         self._bases.append(base_offset)
         self._dir_dirty = True
@@ -306,13 +347,18 @@ class Log:
         it has none.
         """
         self._bury_dead(time.monotonic())
+        self.roll_expired_active_segment(now_ms, high_watermark)
 
         def age_stamp(i: int) -> int:
             segment = self._segments[i]
             return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
+        # cleanup.policy=compact alone: the cleaner, not retention, bounds the log;
+        # only what lies below the log start offset still goes.
+        deleting = self.config.delete
         count = deletable_count(self._bases, [s.size for s in self._segments], age_stamp, high_watermark,
-                                self._log_start_offset, now_ms, self.config.retention_ms,
-                                self.config.retention_bytes)
+                                self._log_start_offset, now_ms,
+                                self.config.retention_ms if deleting else -1,
+                                self.config.retention_bytes if deleting else -1)
         if count:
             for segment in self._segments[:count]:
                 self._retire(segment)

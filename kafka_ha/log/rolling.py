@@ -1,0 +1,51 @@
+"""When a log rolls its active segment on time (``segment.ms`` / ``log.roll.hours``).
+
+Kafka's rule (``LogSegment.shouldRoll`` since KIP-33): a non-empty active
+segment rolls when the time it has waited exceeds ``segment.ms`` minus the
+segment's jitter.  The wait is measured from its first batch's timestamp to
+the timestamp of the batch being appended; a segment whose first batch has no
+timestamp (magic 0) measures wall-clock time since the segment was created.
+The jitter is drawn once per segment, uniformly below
+``min(segment.jitter.ms, segment.ms)``, so that the partitions of a broker
+created together do not all roll in the same second.
+
+>>> time_to_roll(first_timestamp=1000, created_ms=0, reference_ms=5000, now_ms=9999,
+...              segment_ms=4000, jitter_ms=0)      # waited 4000: not more than 4000
+False
+>>> time_to_roll(1000, 0, 5001, 9999, 4000, 0)
+True
+>>> time_to_roll(-1, created_ms=100, reference_ms=-1, now_ms=4101, segment_ms=4000, jitter_ms=0)
+True
+>>> time_to_roll(1000, 0, 4500, 0, 4000, jitter_ms=600)
+True
+"""
+from __future__ import annotations
+
+import random
+
+
+def roll_jitter_ms(segment_ms: int, segment_jitter_ms: int, rng: random.Random | None = None) -> int:
+    """The jitter of a new segment (Kafka's ``LogConfig.randomSegmentJitter``).
+
+    >>> roll_jitter_ms(1000, 0)
+    0
+    >>> 0 <= roll_jitter_ms(1000, 5000) < 1000
+    True
+    """
+    bound = min(segment_jitter_ms, segment_ms)
+    if bound <= 0:
+        return 0
+    return (rng or random).randrange(bound)
+
+
+def time_to_roll(first_timestamp: int, created_ms: int, reference_ms: int, now_ms: int,
+                 segment_ms: int, jitter_ms: int) -> bool:
+    """Whether an active segment has waited long enough to roll.
+
+    ``first_timestamp``: its first batch's max timestamp (< 0: none);
+    ``reference_ms``: the timestamp compared with it, the appended batch's max
+    timestamp on append, ``now_ms`` in the periodic pass; ``created_ms``:
+    wall-clock creation time, used when the first batch has no timestamp.
+    """
+    waited = reference_ms - first_timestamp if first_timestamp >= 0 else now_ms - created_ms
+    return waited > segment_ms - jitter_ms
