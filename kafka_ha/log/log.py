@@ -21,6 +21,7 @@ from kafka_ha.model import TopicPartition
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
+from .clean_swap import commit_cleaned
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
@@ -168,17 +169,19 @@ class Log:
                           assigned.max_timestamp, assigned.shallow_count)
 
     def append_as_follower(self, records) -> AppendInfo:
-        """Append fetched entries that must continue the log at the LEO.
+        """Append fetched entries that must continue the log at or after the LEO.
 
         A partial trailing entry is dropped (the next fetch asks for it again);
         the epochs of v2 batches go into the epoch cache.
         """
         leo = self.log_end_offset
-        checked = validate_follower_records(records, leo)
+        # Gaps are allowed (Kafka's rule): a compacted leader log has them, and any
+        # log may have been compacted before its topic's cleanup.policy changed.
+        checked = validate_follower_records(records, leo, allow_gaps=True)
         if not checked.valid_bytes:
             return AppendInfo(leo, leo - 1, 0, -1, 0)
         count = checked.last_offset - leo + 1
-        self._append(leo, checked.last_offset, memoryview(records)[:checked.valid_bytes],
+        self._append(checked.first_offset, checked.last_offset, memoryview(records)[:checked.valid_bytes],
                      checked.max_timestamp, count)
         for epoch, start in checked.epochs:
             self.epoch_cache.assign(epoch, start)
@@ -368,6 +371,33 @@ class Log:
             log.info("%s: retention deleted %d segments, log start is now %d", self.tp, count,
                      self.log_start_offset)
         return count
+
+    # --- compaction (the file work is in :mod:`.cleaner`) ------------------------------------------
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated: a cleaning pass that saw it change stops."""
+        return self._truncations
+
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    def swap_in_cleaned(self, old: LogSegment, size: int, truncations: int) -> bool:
+        """Replace the closed segment ``old`` by its cleaned copy (:mod:`.clean_swap`); False,
+        leaving everything as it is, if ``old`` is gone, grew or shrank from ``size``, is
+        now the active segment, or the log was truncated since ``truncations`` was read."""
+        index = next((i for i, s in enumerate(self._segments) if s is old), None)
+        if index is None or index == len(self._segments) - 1 or old.size != size \
+                or self._truncations != truncations:
+            return False
+        commit_cleaned(old.log_path, old.index_path)
+        self._segments[index] = LogSegment(self.dir, old.base_offset, self.config.index_interval_bytes)
+        # The old descriptor stays readable for fetches in flight; its index entries
+        # not yet written belong to the replaced file and must never reach the new one.
+        old.index.unwritten = bytearray()
+        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, old))
+        self._dir_dirty = True
+        return True
 
     def _retire(self, segment: LogSegment) -> None:
         # Unlink now, close later: a FileSlice of it may still be going out by sendfile.
