@@ -22,6 +22,7 @@ from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis
+from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
@@ -55,6 +56,7 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.isr_writer: IsrWriter | None = None
         self.config_watcher: ConfigChangeWatcher | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -93,6 +95,9 @@ class KafkaServer:
                                  GroupOffsets(self.store, me), self._auto_create_topics,
                                  self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
+        if cfg["log.cleaner.enable"]:
+            self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
+            self.log_cleaner.start()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
@@ -109,6 +114,9 @@ class KafkaServer:
     def _log_config(self, topic: str | None) -> LogConfig:
         """A topic's log settings: its overrides, else the broker's defaults."""
         return self.topic_configs.log_config(topic)
+
+    def _high_watermarks(self):
+        return {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
 
     def _endpoint_of(self, broker_id: int) -> BrokerEndpoint | None:
         return self.metadata.brokers.get(broker_id)
@@ -158,6 +166,8 @@ class KafkaServer:
             self.controller.shutdown()
         if self.listener is not None:
             self.listener.stop(timeout=2)
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.isr_writer is not None:
