@@ -58,3 +58,20 @@ def test_the_follower_follows_the_leaders_log_start(cluster_factory):
     cluster.wait_until(lambda: len([b for b in segment_bases(cluster, FOLLOWER, "trimmed")
                                     if b <= earliest_offset(cluster, FOLLOWER, "trimmed")]) == 1,
                        timeout=30, message="the follower kept segments below its log start")
+
+
+def test_a_quiet_topic_is_emptied_by_retention_ms(cluster_factory):
+    """No append ever comes to roll the active segment: the retention pass rolls it once all
+    of it is committed and older than retention.ms, then deletes it (3 s here, 60 s or a
+    week in production: the same rule)."""
+    cluster = cluster_factory(2, overrides=OVERRIDES)
+    create_topic(cluster, "quiet", 1, 2, "--replica-assignment", f"{LEADER}:{FOLLOWER}",
+                 "--config", "retention.ms=3000")
+    wait_isr(cluster, "quiet", {LEADER, FOLLOWER})
+    produce(cluster, "quiet", [b"only-%d" % i for i in range(10)], acks=-1)
+    for broker in (LEADER, FOLLOWER):
+        cluster.wait_until(lambda: earliest_offset(cluster, broker, "quiet") == 10, timeout=60,
+                           message=f"broker {broker} kept the quiet topic's old records")
+        cluster.wait_until(lambda: segment_bases(cluster, broker, "quiet") == [10], timeout=60,
+                           message=f"broker {broker} kept the quiet topic's old segment")
+    assert produce(cluster, "quiet", [b"later"], acks=-1) == [10]
