@@ -26,7 +26,7 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
 from .retention import deletable_count
-from .rolling import roll_jitter_ms, time_to_roll
+from .rolling import expired_active_segment, roll_jitter_ms, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
@@ -221,27 +221,12 @@ class Log:
                             clock.now_ms(), self.config.segment_ms, active.roll_jitter_ms)
 
     def roll_expired_active_segment(self, now_ms: int, high_watermark: int) -> bool:
-        """Roll the active segment when retention.ms would delete it; True if it rolled.
-
-        segment.ms is checked only when a batch is appended (Kafka's rule), and
-        retention deletes only closed segments, so a topic that stops receiving
-        data would keep its last segment forever.  Kafka 1.1+ closes that gap in
-        retention itself, and so does this: when the active segment's newest
-        record is older than retention.ms and all of it is committed (LEO <= HW),
-        it is rolled and then goes with the closed ones in the same pass.
-
-        Rolling a quiet segment on segment.ms alone, measured against now, was
-        considered and left out: it deletes nothing sooner (retention still
-        waits for the newest record to age), it diverges from Kafka, and it
-        would roll segments whose producers use timestamps far from the broker's
-        clock on every pass.
-        """
+        """Roll a quiet, committed active segment that retention.ms would delete, so that
+        it goes with the closed ones (:func:`.rolling.expired_active_segment`)."""
         active = self._segments[-1]
-        if active.is_empty() or not self.config.delete or self.config.retention_ms < 0 \
-                or self.log_end_offset > high_watermark:
-            return False
         newest = active.largest_timestamp if active.largest_timestamp > 0 else active.last_modified_ms()
-        if now_ms - newest <= self.config.retention_ms:
+        if active.is_empty() or not self.config.delete or not expired_active_segment(
+                newest, now_ms, self.config.retention_ms, self.log_end_offset, high_watermark):
             return False
         log.info("%s: rolling the active segment at offset %d: its newest record is older than "
                  "retention.ms %d", self.tp, active.base_offset, self.config.retention_ms)

@@ -49,3 +49,26 @@ def time_to_roll(first_timestamp: int, created_ms: int, reference_ms: int, now_m
     """
     waited = reference_ms - first_timestamp if first_timestamp >= 0 else now_ms - created_ms
     return waited > segment_ms - jitter_ms
+
+
+def expired_active_segment(newest_ms: int, now_ms: int, retention_ms: int, log_end_offset: int,
+                           high_watermark: int) -> bool:
+    """Whether the retention pass rolls a non-empty active segment so that it can go.
+
+    segment.ms is checked on append only (Kafka's rule) and retention deletes
+    closed segments only, so a topic that stops receiving data would keep its
+    last segment forever.  As in Kafka 1.1+, an active segment that is all
+    committed (LEO <= HW) and whose newest record is older than retention.ms
+    is rolled, and then deleted with the closed ones in the same pass.
+
+    Rolling quiet segments on segment.ms against the clock was left out: it
+    would delete nothing sooner (retention still waits for the newest record
+    to age), and would roll on every pass for producers whose timestamps lag
+    the broker's clock.
+
+    >>> expired_active_segment(1000, 62_000, 60_000, 10, 10), expired_active_segment(1000, 61_000, 60_000, 10, 10)
+    (True, False)
+    >>> expired_active_segment(1000, 99_000, 60_000, 10, 9), expired_active_segment(1000, 99_000, -1, 10, 10)
+    (False, False)
+    """
+    return retention_ms >= 0 and log_end_offset <= high_watermark and now_ms - newest_ms > retention_ms
