@@ -88,7 +88,10 @@ class LogCleaner:
     def candidates(self, now: int) -> list[LogToClean]:
         hws = self.high_watermarks()
         found = []
-        for tp, lg in self.log_manager.all_logs().items():
+        logs = self.log_manager.all_logs()
+        for gone in [tp for tp in self._truncations_seen if tp not in logs]:
+            del self._truncations_seen[gone]     # a deleted log; a new one starts from its start
+        for tp, lg in logs.items():
             if not lg.config.compact or tp not in hws:
                 continue
             segments = lg.segments()
@@ -100,7 +103,8 @@ class LogCleaner:
         return found
 
     def clean_once(self) -> bool:
-        """Clean the dirtiest log, if one is dirty enough; True if a pass ran."""
+        """Clean the dirtiest log, if one is dirty enough; True if a pass ran to its end
+        (False also when it stopped because the log changed: the next try waits)."""
         now = now_ms()
         chosen = choose_log_to_clean(self.candidates(now))
         if chosen is None:
@@ -122,7 +126,7 @@ class LogCleaner:
                  result.bytes_read / 1e6, result.bytes_written / 1e6,
                  "" if result.completed else " (stopped: the log changed meanwhile)")
         self.offload(self._checkpoint, os.path.dirname(lg.dir), self._offsets_in(os.path.dirname(lg.dir)))
-        return True
+        return result.completed
 
     def _offsets_in(self, log_dir: str) -> dict[TopicPartition, int]:
         return {tp: offset for tp, offset in self.first_dirty.items()
