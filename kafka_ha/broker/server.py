@@ -68,7 +68,9 @@ class KafkaServer:
         # Logs are recovered before the broker registers: a corrupt checkpoint
         # stops the start-up here with a clear error rather than serve bad data.
         self.topic_configs = TopicConfigs(self.store, cfg)
-        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
+        # Logs found on disk get their topic's overrides too (cleanup.policy, retention.ms...),
+        # not only logs created later: a restart must not fall back to the broker defaults.
+        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None), self._log_config)
         self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,

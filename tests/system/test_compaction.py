@@ -100,3 +100,27 @@ def test_a_compacted_topic_keeps_the_last_value_of_every_key_at_its_offset(clust
     checkpoint = cluster.data_dir(FOLLOWER) / "cleaner-offset-checkpoint"
     assert OffsetCheckpointFile(str(checkpoint)).read().get(TP(TOPIC, 0), 0) > 0
     assert log_bytes(cluster, LEADER) < written[LEADER] / 3
+
+
+def test_a_kill_during_a_throttled_cleaning_leaves_a_log_that_loads(cluster_factory):
+    """log.cleaner.io.max.bytes.per.second slows the pass down enough to kill -9 the broker
+    while a cleaned copy is being written; the restarted broker removes it, serves every
+    record at its offset, and compacts the log in a later pass."""
+    cluster = cluster_factory(1, overrides={"log.cleaner.backoff.ms": 300,
+                                            "log.cleaner.io.max.bytes.per.second": 100000})
+    create_topic(cluster, TOPIC, 1, 1, *TOPIC_CONFIG)
+    offsets = send(cluster, updates(100, range(KEYS)))
+    before = read_from_zero(cluster)
+    directory = partition_dir(cluster, 1, TOPIC)
+    cluster.wait_until(lambda: list(directory.glob("*.cleaned")), timeout=60, interval=0.05,
+                       message="no cleaned copy was ever being written")
+    cluster.kill(1)
+    assert list(directory.glob("*.cleaned")), "killed while a copy was being written"
+    cluster.set_broker_config(1, {"log.cleaner.io.max.bytes.per.second": 10**9})
+    cluster.start_broker(1)
+    assert not list(directory.glob("*.cleaned")) and not list(directory.glob("*.swap"))
+    after = read_from_zero(cluster)
+    assert all(offsets[(key, value)] == offset for offset, key, value in after)
+    assert after[-1] == before[-1] and {r[1]: r[2] for r in after} == {r[1]: r[2] for r in before}
+    cluster.wait_until(lambda: len(read_from_zero(cluster)) < 2500, timeout=90,
+                       message="the restarted broker did not compact the log")
