@@ -189,8 +189,8 @@ KEYS: tuple[Key, ...] = (
         "bytes the cleaner reads and writes per second, at most", 1),
     Key("log.cleaner.backoff.ms", _int, 15000, "pause of the cleaner when no log needs cleaning", 0),
     Key("log.cleaner.dedupe.buffer.size", _int, 134217728,
-        "memory for the key map of one cleaning pass (24 bytes per key, as Kafka counts); "
-        "a dirty section with more keys is cleaned in several passes", 1024),
+        "memory for the key map of one cleaning pass (each key costs its length plus about "
+        "100 bytes); a dirty section with more keys is cleaned in several passes", 1024),
     Key("log.flush.interval.messages", _int, LONG_MAX, "appended messages before a log is fsynced", 1),
     Key("log.flush.interval.ms", _int, None,
         "time appends may stay unflushed; unset: log.flush.scheduler.interval.ms", 0),

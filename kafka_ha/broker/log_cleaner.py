@@ -23,7 +23,7 @@ import gevent
 from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
-from kafka_ha.log.cleaner import CLEANER_CHECKPOINT, Throttler, clean_log, map_capacity, segment_newest_ms
+from kafka_ha.log.cleaner import CLEANER_CHECKPOINT, Throttler, clean_log, segment_newest_ms
 from kafka_ha.log.compaction import LogToClean, choose_log_to_clean, first_uncleanable_offset, section_sizes
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import TopicPartition
@@ -41,7 +41,7 @@ class LogCleaner:
         self.log_manager = log_manager
         self.high_watermarks = high_watermarks
         self.backoff_s = config["log.cleaner.backoff.ms"] / 1000
-        self.capacity = map_capacity(config["log.cleaner.dedupe.buffer.size"])
+        self.map_budget = config["log.cleaner.dedupe.buffer.size"]
         self.throttler = Throttler(config["log.cleaner.io.max.bytes.per.second"])
         self.offload = offload
         self.first_dirty: dict[TopicPartition, int] = {}
@@ -116,7 +116,7 @@ class LogCleaner:
             return False
         start = self._first_dirty(tp, lg)
         log.info("Beginning cleaning of log %s (dirty ratio %.2f, from offset %d)", tp, chosen.ratio, start)
-        result = clean_log(lg, start, hw, now, self.capacity, self.throttler, self.offload)
+        result = clean_log(lg, start, hw, now, self.map_budget, self.throttler, self.offload)
         if self.log_manager.get_log(tp) is not lg:
             return True                   # deleted meanwhile: nothing to record
         self.first_dirty[tp] = result.first_dirty

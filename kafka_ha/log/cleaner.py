@@ -27,7 +27,7 @@ from kafka_ha.records.shallow import Entry, iter_entries, read_header
 
 from .checkpoints import fsync_dir
 from .clean_swap import cleaned_paths, discard_cleaned
-from .compaction import BYTES_PER_MAP_ENTRY, first_uncleanable_offset, keep_record, keyed_offsets, \
+from .compaction import first_uncleanable_offset, map_entry_cost, keep_record, keyed_offsets, \
     rewrite_batch
 from .offset_index import OffsetIndex
 
@@ -90,14 +90,15 @@ def read_entries(path: str, size: int, throttle: Throttler) -> Iterator[tuple[by
             pos += consumed
 
 
-def build_offset_map(segments: list[tuple[str, int, int]], start_offset: int, capacity: int,
+def build_offset_map(segments: list[tuple[str, int, int]], start_offset: int, budget_bytes: int,
                      throttle: Throttler) -> tuple[dict[bytes, int], int]:
     """``key -> last offset`` over the records at or after ``start_offset`` of
     ``segments`` (``(path, size, next_base)`` each, in order), and the offset up to
     which the map is complete: it takes whole segments while their keys fit in
-    ``capacity`` (at least one segment, as Kafka insists)."""
+    ``budget_bytes`` (:func:`.compaction.map_entry_cost`; at least one segment, as
+    Kafka insists), and the rest waits for the next pass."""
     offset_map: dict[bytes, int] = {}
-    mapped_end = start_offset
+    mapped_end, used = start_offset, 0
     for path, size, next_base in segments:
         segment_map: dict[bytes, int] = {}
         for buf, entry in read_entries(path, size, throttle):
@@ -105,11 +106,11 @@ def build_offset_map(segments: list[tuple[str, int, int]], start_offset: int, ca
                 for key, offset in keyed_offsets(buf, entry):
                     if offset >= start_offset:
                         segment_map[key] = offset
-        new_keys = sum(1 for key in segment_map if key not in offset_map)
-        if offset_map and len(offset_map) + new_keys > capacity:
+        cost = sum(map_entry_cost(key) for key in segment_map if key not in offset_map)
+        if offset_map and used + cost > budget_bytes:
             break
         offset_map.update(segment_map)
-        mapped_end = next_base
+        mapped_end, used = next_base, used + cost
     return offset_map, mapped_end
 
 
@@ -164,7 +165,7 @@ def segment_newest_ms(segment) -> int:
     return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
 
 
-def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_capacity: int,
+def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_budget_bytes: int,
               throttle: Throttler, offload: Callable[..., Any] = _run_here) -> PassResult:
     """One compaction pass over ``lg`` (see the module doc); ``first_dirty`` comes from
     the cleaner checkpoint, clamped by the caller to the log's range."""
@@ -178,7 +179,7 @@ def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_capaci
     if not dirty:
         return PassResult(first_dirty, 0, 0, 0, True)
     truncations = lg.truncations
-    offset_map, mapped_end = offload(build_offset_map, dirty, first_dirty, map_capacity, throttle)
+    offset_map, mapped_end = offload(build_offset_map, dirty, first_dirty, map_budget_bytes, throttle)
     horizon_ms = now_ms - config.delete_retention_ms
     rewritten = read = written = 0
     for segment, next_base in closed:
@@ -209,7 +210,3 @@ def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_capaci
     offload(fsync_dir, lg.dir)
     return PassResult(mapped_end, rewritten, read, written, True)
 
-
-def map_capacity(dedupe_buffer_bytes: int) -> int:
-    """Keys one pass may map: Kafka's 24 bytes a key, at its 0.9 load factor."""
-    return max(1, int(dedupe_buffer_bytes / BYTES_PER_MAP_ENTRY * 0.9))

@@ -35,8 +35,19 @@ from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.shallow import Entry
 from kafka_ha.records.varint import decode_varint, encode_varint
 
-# Kafka sizes its offset map at 24 bytes a key (a 16-byte hash and an 8-byte offset).
-BYTES_PER_MAP_ENTRY = 24
+# What one key costs in the cleaner's offset map besides the key's bytes: a Python
+# bytes object, an int and a dict slot (Kafka's map, of 16-byte hashes, costs 24 bytes;
+# ours holds the keys themselves, so that no hash collision can ever drop a record).
+MAP_ENTRY_OVERHEAD = 100
+
+
+def map_entry_cost(key: bytes) -> int:
+    """Bytes of log.cleaner.dedupe.buffer.size that ``key`` takes in the offset map.
+
+    >>> map_entry_cost(b"12345")
+    105
+    """
+    return len(key) + MAP_ENTRY_OVERHEAD
 
 
 class LogToClean(NamedTuple):

@@ -9,8 +9,8 @@ import pytest
 from kafka_ha import clock
 from kafka_ha.log import Log, LogConfig
 from kafka_ha.log.clean_swap import SWAP_SUFFIX, cleaned_paths, complete_interrupted_cleaning
-from kafka_ha.log.cleaner import Throttler, build_offset_map, clean_log, map_capacity, write_cleaned_segment
-from kafka_ha.log.compaction import batch_records, keep_record, rewrite_batch
+from kafka_ha.log.cleaner import Throttler, build_offset_map, clean_log, write_cleaned_segment
+from kafka_ha.log.compaction import batch_records, keep_record, map_entry_cost, rewrite_batch
 from kafka_ha.model import TopicPartition
 from kafka_ha.records import Record, build_v2_batch, decode_records, iter_entries
 from kafka_ha.records.format import V2_HEADER, crc32c
@@ -164,12 +164,13 @@ def test_the_offset_map_stops_at_a_segment_boundary_when_it_is_full(tmp_path):
     full_map, end = build_offset_map(spans, 0, 10**6, UNTHROTTLED)
     assert end == segments[-1].base_offset and len(full_map) == 40
     assert lg.segment_base_offsets()[:3] == [0, 12, 23]          # 12 and 11 new keys
-    small_map, end = build_offset_map(spans, 0, 22, UNTHROTTLED)
+    first_cost = sum(map_entry_cost(b"key-%d" % k) for k in range(12))
+    second_cost = sum(map_entry_cost(b"key-%d" % k) for k in range(12, 23))
+    small_map, end = build_offset_map(spans, 0, first_cost + second_cost - 1, UNTHROTTLED)
     assert (end, len(small_map)) == (12, 12), "the second segment's keys do not fit"
-    small_map, end = build_offset_map(spans, 0, 5, UNTHROTTLED)
+    small_map, end = build_offset_map(spans, 0, 1, UNTHROTTLED)
     assert (end, len(small_map)) == (12, 12), "the first segment is always taken"
-    assert build_offset_map(spans, 0, 23, UNTHROTTLED)[1] == 23
-    assert map_capacity(24 * 1000) == 900
+    assert build_offset_map(spans, 0, first_cost + second_cost, UNTHROTTLED)[1] == 23
     lg.close()
 
 
