@@ -26,7 +26,7 @@ rule).  Control batches and magic 0/1 entries are kept whole.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from kafka_ha.records.compression import compress, decompress
 from kafka_ha.records.format import (CONTROL_MASK, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK,
@@ -150,29 +150,44 @@ class BatchRecord(NamedTuple):
     tombstone: bool
     attributes: int
     timestamp_delta: int
-    rest: bytes                    # key, value and headers as encoded
+    rest: memoryview               # key, value and headers as encoded (a view of the batch body)
+
+
+def _parse(body, base: int, count: int, full: bool) -> list:
+    """The records of a decompressed batch body: BatchRecords, or with ``full=False``
+    only ``(key, offset)`` of the keyed ones (the offset map needs no more)."""
+    decode = decode_varint
+    view = memoryview(body)
+    records, pos, size = [], 0, len(body)
+    for _ in range(count):
+        length, pos = decode(body, pos)
+        end = pos + length
+        if length < 1 or end > size:
+            raise CorruptRecordError(f"record of {length} bytes overruns the batch at offset {base}")
+        attributes = body[pos]
+        timestamp_delta, pos = decode(body, pos + 1)
+        offset_delta, rest = decode(body, pos)
+        key_len, pos = decode(body, rest)
+        key = body[pos:pos + key_len] if key_len >= 0 else None
+        if full:
+            value_len, _ = decode(body, pos + max(key_len, 0))
+            records.append(BatchRecord(base + offset_delta, key, value_len < 0, attributes, timestamp_delta,
+                                       view[rest:end]))
+        elif key is not None:
+            records.append((key, base + offset_delta))
+        pos = end
+    return records
+
+
+def _body(buf, entry: Entry) -> tuple[bytes, int]:
+    count = V2_HEADER.unpack_from(buf, entry.position)[-1]
+    return decompress(entry.codec, memoryview(buf)[entry.position + V2_HEADER_SIZE:entry.end]), count
 
 
 def batch_records(buf, entry: Entry) -> list[BatchRecord]:
     """The records of the v2 batch ``entry`` in ``buf`` (decompressed as needed)."""
-    base, count = entry.first_offset, V2_HEADER.unpack_from(buf, entry.position)[-1]
-    body = decompress(entry.codec, memoryview(buf)[entry.position + V2_HEADER_SIZE:entry.end])
-    records, pos = [], 0
-    for _ in range(count):
-        length, pos = decode_varint(body, pos)
-        end = pos + length
-        if length < 1 or end > len(body):
-            raise CorruptRecordError(f"record of {length} bytes overruns the batch at offset {base}")
-        attributes = body[pos]
-        timestamp_delta, pos = decode_varint(body, pos + 1)
-        offset_delta, pos = decode_varint(body, pos)
-        rest = bytes(body[pos:end])
-        key_len, key_pos = decode_varint(body, pos)
-        key = bytes(body[key_pos:key_pos + key_len]) if key_len >= 0 else None
-        value_len, _ = decode_varint(body, key_pos + max(key_len, 0))
-        records.append(BatchRecord(base + offset_delta, key, value_len < 0, attributes, timestamp_delta, rest))
-        pos = end
-    return records
+    body, count = _body(buf, entry)
+    return _parse(body, entry.first_offset, count, True)
 
 
 def compactable(entry: Entry) -> bool:
@@ -180,12 +195,12 @@ def compactable(entry: Entry) -> bool:
     return entry.magic == MAGIC_V2 and not entry.attributes & CONTROL_MASK
 
 
-def keyed_offsets(buf, entry: Entry) -> Iterator[tuple[bytes, int]]:
+def keyed_offsets(buf, entry: Entry) -> list[tuple[bytes, int]]:
     """``(key, offset)`` of every keyed record of a compactable entry, for the offset map."""
-    if compactable(entry):
-        for record in batch_records(buf, entry):
-            if record.key is not None:
-                yield record.key, record.offset
+    if not compactable(entry):
+        return []
+    body, count = _body(buf, entry)
+    return _parse(body, entry.first_offset, count, False)
 
 
 def contiguous_runs(records: Sequence[BatchRecord]) -> list[list[BatchRecord]]:

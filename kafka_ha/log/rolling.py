@@ -66,8 +66,10 @@ def expired_active_segment(newest_ms: int, now_ms: int, retention_ms: int, log_e
     to age), and would roll on every pass for producers whose timestamps lag
     the broker's clock.
 
-    >>> expired_active_segment(1000, 62_000, 60_000, 10, 10), expired_active_segment(1000, 61_000, 60_000, 10, 10)
-    (True, False)
+    >>> expired_active_segment(1000, 62_000, 60_000, 10, 10)
+    True
+    >>> expired_active_segment(1000, 61_000, 60_000, 10, 10)     # exactly retention.ms old
+    False
     >>> expired_active_segment(1000, 99_000, 60_000, 10, 9), expired_active_segment(1000, 99_000, -1, 10, 10)
     (False, False)
     """
