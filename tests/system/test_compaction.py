@@ -14,7 +14,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka_ha.log.checkpoints import OffsetCheckpointFile  # noqa: E402
 from kafka_ha.model import TopicPartition as TP  # noqa: E402
 from tests.harness.kafka import create_topic, wait_isr  # noqa: E402
-from tests.harness.replica_files import partition_dir  # noqa: E402
+from kafka_ha.records import decode_records  # noqa: E402
+from tests.harness.replica_files import partition_dir, segment_bytes  # noqa: E402
 
 pytestmark = pytest.mark.system
 
@@ -124,3 +125,24 @@ def test_a_kill_during_a_throttled_cleaning_leaves_a_log_that_loads(cluster_fact
     assert after[-1] == before[-1] and {r[1]: r[2] for r in after} == {r[1]: r[2] for r in before}
     cluster.wait_until(lambda: len(read_from_zero(cluster)) < 2500, timeout=90,
                        message="the restarted broker did not compact the log")
+
+
+def test_a_follower_that_was_down_catches_up_across_the_compacted_gaps(cluster_factory):
+    cluster = cluster_factory(2, overrides={**OVERRIDES, "replica.lag.time.max.ms": 2000})
+    create_topic(cluster, TOPIC, 1, 2, "--replica-assignment", f"{LEADER}:{FOLLOWER}", *TOPIC_CONFIG)
+    wait_isr(cluster, TOPIC, {LEADER, FOLLOWER})
+    send(cluster, updates(5, range(KEYS)))
+    cluster.kill(FOLLOWER)
+    wait_isr(cluster, TOPIC, {LEADER})                               # the HW moves without it
+    offsets = send(cluster, updates(100, range(KEYS)))
+    compacted = cluster.wait_until(lambda: (lambda r: len(r) < 2500 and r)(read_from_zero(cluster)),
+                                   timeout=90, message="the leader did not compact")
+    assert all(offsets.get((k, v), o) == o for o, k, v in compacted)
+    cluster.start_broker(FOLLOWER)
+    wait_isr(cluster, TOPIC, {LEADER, FOLLOWER})
+    on_disk = [(r.offset, r.key, r.value) for r in decode_records(segment_bytes(cluster, FOLLOWER, TOPIC))]
+    latest_on_disk = {}
+    for offset, key, value in on_disk:
+        latest_on_disk[key] = (offset, value)
+    assert latest_on_disk == {key: (offset, value) for offset, key, value in compacted}
+    assert on_disk[-1] == compacted[-1]
