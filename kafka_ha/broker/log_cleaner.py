@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 import gevent
 
+from kafka_ha.broker.cooperative import yielding
 from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
@@ -91,7 +92,7 @@ class LogCleaner:
         logs = self.log_manager.all_logs()
         for gone in [tp for tp in self._truncations_seen if tp not in logs]:
             del self._truncations_seen[gone]     # a deleted log; a new one starts from its start
-        for tp, lg in logs.items():
+        for tp, lg in yielding(logs.items()):      # thousands of logs: let requests in between
             if not lg.config.compact or tp not in hws:
                 continue
             segments = lg.segments()

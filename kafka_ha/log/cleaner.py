@@ -194,8 +194,12 @@ def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_budget
             return keep_record(record.offset, record.key, record.tombstone,
                                offset_map.get(record.key) if record.key is not None else None, expired)
         size = segment.size
-        copy = offload(write_cleaned_segment, segment.log_path, segment.index_path, size,
-                       segment.base_offset, config.index_interval_bytes, keep, mtime_ms / 1000, throttle)
+        try:
+            copy = offload(write_cleaned_segment, segment.log_path, segment.index_path, size,
+                           segment.base_offset, config.index_interval_bytes, keep, mtime_ms / 1000, throttle)
+        except BaseException:          # a full disk, a log deleted meanwhile, a stopped cleaner
+            discard_cleaned(segment.log_path, segment.index_path)
+            raise
         read += copy.bytes_read
         if not copy.changed:
             discard_cleaned(segment.log_path, segment.index_path)

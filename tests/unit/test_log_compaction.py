@@ -267,3 +267,20 @@ def test_recovery_removes_an_uncommitted_index_swap_and_unfinished_copies(tmp_pa
         open(tmp_path / name, "wb").close()
     assert complete_interrupted_cleaning(str(tmp_path)) == []
     assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.log"]
+
+
+def test_a_failed_copy_leaves_no_cleaned_file(tmp_path):
+    lg = open_log(tmp_path)
+    fill_updates(lg)
+    before = records(lg)
+
+    def offload(fn, *args):
+        if fn is write_cleaned_segment:
+            fn(*args)                                   # the copy is on disk...
+            raise OSError(28, "No space left on device")  # ...and then the disk is full
+        return fn(*args)
+    with pytest.raises(OSError):
+        clean_log(lg, 0, lg.log_end_offset, NOW, 10**6, UNTHROTTLED, offload)
+    assert not [n for n in os.listdir(lg.dir) if n.endswith(".cleaned")]
+    assert records(lg) == before
+    lg.close()
