@@ -32,7 +32,7 @@ from kafka_ha.records.compression import compress, decompress
 from kafka_ha.records.format import (CONTROL_MASK, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK,
                                      V2_ATTRIBUTES_OFFSET, V2_CRC_OFFSET, V2_HEADER, V2_HEADER_SIZE, crc32c)
 from kafka_ha.records.errors import CorruptRecordError
-from kafka_ha.records.shallow import Entry
+from kafka_ha.records.shallow import Entry, iter_entries
 from kafka_ha.records.varint import decode_varint, encode_varint
 
 # What one key costs in the cleaner's offset map besides the key's bytes: a Python
@@ -201,6 +201,18 @@ def keyed_offsets(buf, entry: Entry) -> list[tuple[bytes, int]]:
         return []
     body, count = _body(buf, entry)
     return _parse(body, entry.first_offset, count, False)
+
+
+def require_keys(buf, where: str) -> None:
+    """Raise CorruptRecordError (CORRUPT_MESSAGE to the producer) if a record set for a
+    compacted log holds a data record without a key, as Kafka does: compaction could
+    never replace or delete it."""
+    for entry in iter_entries(buf):
+        if compactable(entry):
+            body, count = _body(buf, entry)
+            if len(_parse(body, entry.first_offset, count, False)) < count:
+                raise CorruptRecordError(f"Compacted topic cannot accept message without key in topic "
+                                         f"partition {where}.")
 
 
 def contiguous_runs(records: Sequence[BatchRecord]) -> list[list[BatchRecord]]:

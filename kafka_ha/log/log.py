@@ -22,6 +22,7 @@ from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
 from .clean_swap import commit_cleaned
+from .compaction import require_keys
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
@@ -161,6 +162,8 @@ class Log:
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
         assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
+        if self.config.compact:
+            require_keys(assigned.buffer, f"{self.tp.topic}-{self.tp.partition}")
         self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
                      assigned.max_timestamp, assigned.count)
         self.epoch_cache.assign(leader_epoch, assigned.first_offset)
@@ -340,9 +343,7 @@ class Log:
         def age_stamp(i: int) -> int:
             segment = self._segments[i]
             return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
-        # cleanup.policy=compact alone: the cleaner, not retention, bounds the log;
-        # only what lies below the log start offset still goes.
-        deleting = self.config.delete
+        deleting = self.config.delete      # compact alone: only what lies below the log start goes
         count = deletable_count(self._bases, [s.size for s in self._segments], age_stamp, high_watermark,
                                 self._log_start_offset, now_ms,
                                 self.config.retention_ms if deleting else -1,

@@ -12,7 +12,7 @@ from kafka_ha.log.clean_swap import SWAP_SUFFIX, cleaned_paths, complete_interru
 from kafka_ha.log.cleaner import Throttler, build_offset_map, clean_log, write_cleaned_segment
 from kafka_ha.log.compaction import batch_records, keep_record, map_entry_cost, rewrite_batch
 from kafka_ha.model import TopicPartition
-from kafka_ha.records import Record, build_v2_batch, decode_records, iter_entries
+from kafka_ha.records import CorruptRecordError, Record, build_v2_batch, decode_records, iter_entries
 from kafka_ha.records.format import V2_HEADER, crc32c
 
 TP = TopicPartition("compacted", 0)
@@ -283,4 +283,17 @@ def test_a_failed_copy_leaves_no_cleaned_file(tmp_path):
         clean_log(lg, 0, lg.log_end_offset, NOW, 10**6, UNTHROTTLED, offload)
     assert not [n for n in os.listdir(lg.dir) if n.endswith(".cleaned")]
     assert records(lg) == before
+    lg.close()
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path):
+    lg = open_log(tmp_path)
+    put(lg, b"k", b"v")
+    with pytest.raises(CorruptRecordError, match="Compacted topic cannot accept message without key"):
+        lg.append_as_leader(build_v2_batch([Record(b"k", b"v"), Record(None, b"no key")], compression="gzip"), 0)
+    assert lg.log_end_offset == 1
+    plain = Log(str(tmp_path / "plain-0"), TP, LogConfig())
+    plain.append_as_leader(build_v2_batch([Record(None, b"no key")]), 0)
+    assert plain.log_end_offset == 1
+    plain.close()
     lg.close()
