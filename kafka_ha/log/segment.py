@@ -114,7 +114,10 @@ class LogSegment:
         if self._first_batch_timestamp is None:
             if not self._size:
                 return -1
-            first = next(self.headers(0, self._size), None)
+            try:
+                first = next(self.headers(0, self._size), None)
+            except CorruptRecordError:           # recovery's business; time-based rolling waits
+                first = None
             self._first_batch_timestamp = first.max_timestamp if first is not None else -1
         return self._first_batch_timestamp
 

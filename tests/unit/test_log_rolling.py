@@ -86,3 +86,13 @@ def test_the_active_segment_stays_while_it_is_young_uncommitted_or_compacted_onl
         lg.close()
         for name in os.listdir(lg.dir):
             os.unlink(os.path.join(lg.dir, name))
+
+
+def test_a_garbage_first_header_does_not_break_the_roll_check(tmp_path):
+    from kafka_ha.log.segment import LogSegment
+    segment = LogSegment(str(tmp_path), 0)
+    with open(segment.log_path, "r+b") as f:
+        f.write(b"\0" * 8 + b"\0\0\0\1" + b"\0" * 20)     # size 1: no entry can be that small
+    segment._size = 32
+    assert segment.first_batch_timestamp() == -1
+    segment.close()
