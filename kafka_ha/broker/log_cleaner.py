@@ -5,7 +5,8 @@ Each pass's file work runs in gevent's threadpool (:mod:`kafka_ha.log.cleaner`);
 the greenlet itself only chooses, swaps segments in and writes the checkpoint.
 Leaders and followers clean their own logs independently, as in Kafka: each
 below its own high watermark.  A pass that fails (a full disk, a log deleted
-meanwhile) is logged and the cleaner goes on with the next.
+meanwhile) is logged and the cleaner goes on with the next; a log whose data it cannot
+parse is marked uncleanable until the broker restarts (Kafka's KIP-346).
 
 The checkpoint (Kafka's format: version, count, ``topic partition offset``
 lines, one file per log directory) holds each log's first dirty offset.  A
@@ -28,6 +29,7 @@ from kafka_ha.log.cleaner import CLEANER_CHECKPOINT, Throttler, clean_log, segme
 from kafka_ha.log.compaction import LogToClean, choose_log_to_clean, first_uncleanable_offset, section_sizes
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import TopicPartition
+from kafka_ha.records.errors import RecordsError
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ class LogCleaner:
         self.throttler = Throttler(config["log.cleaner.io.max.bytes.per.second"])
         self.offload = offload
         self.first_dirty: dict[TopicPartition, int] = {}
+        self.uncleanable: set[TopicPartition] = set()     # until the broker restarts (KIP-346)
         self._truncations_seen: dict[TopicPartition, tuple[object, int]] = {}
         self._greenlet: gevent.Greenlet | None = None
         for log_dir in log_manager.log_dirs:
@@ -93,7 +96,7 @@ class LogCleaner:
         for gone in [tp for tp in self._truncations_seen if tp not in logs]:
             del self._truncations_seen[gone]     # a deleted log; a new one starts from its start
         for tp, lg in yielding(logs.items()):      # thousands of logs: let requests in between
-            if not lg.config.compact or tp not in hws:
+            if not lg.config.compact or tp not in hws or tp in self.uncleanable:
                 continue
             segments = lg.segments()
             bases = [s.base_offset for s in segments]
@@ -117,7 +120,14 @@ class LogCleaner:
             return False
         start = self._first_dirty(tp, lg)
         log.info("Beginning cleaning of log %s (dirty ratio %.2f, from offset %d)", tp, chosen.ratio, start)
-        result = clean_log(lg, start, hw, now, self.map_budget, self.throttler, self.offload)
+        try:
+            result = clean_log(lg, start, hw, now, self.map_budget, self.throttler, self.offload)
+        except RecordsError as exc:
+            # Data the cleaner cannot parse would fail every pass and starve the other logs.
+            log.error("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) "
+                      "as uncleanable: %s", lg.dir, tp, exc)
+            self.uncleanable.add(tp)
+            return False
         if self.log_manager.get_log(tp) is not lg:
             return True                   # deleted meanwhile: nothing to record
         self.first_dirty[tp] = result.first_dirty

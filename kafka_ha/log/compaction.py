@@ -32,7 +32,7 @@ from kafka_ha.records.compression import compress, decompress
 from kafka_ha.records.format import (CONTROL_MASK, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK,
                                      V2_ATTRIBUTES_OFFSET, V2_CRC_OFFSET, V2_HEADER, V2_HEADER_SIZE, crc32c)
 from kafka_ha.records.errors import CorruptRecordError
-from kafka_ha.records.shallow import Entry, iter_entries
+from kafka_ha.records.shallow import Entry, iter_entries, validate_entry
 from kafka_ha.records.varint import decode_varint, encode_varint
 
 # What one key costs in the cleaner's offset map besides the key's bytes: a Python
@@ -180,6 +180,9 @@ def _parse(body, base: int, count: int, full: bool) -> list:
 
 
 def _body(buf, entry: Entry) -> tuple[bytes, int]:
+    """The decompressed records of a batch, after its CRC is checked: the cleaner must
+    neither trust a damaged batch's keys nor give its data a fresh, valid CRC."""
+    validate_entry(buf, entry)
     count = V2_HEADER.unpack_from(buf, entry.position)[-1]
     return decompress(entry.codec, memoryview(buf)[entry.position + V2_HEADER_SIZE:entry.end]), count
 

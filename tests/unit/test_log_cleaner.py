@@ -82,3 +82,15 @@ def test_a_corrupt_checkpoint_only_means_cleaning_from_the_start(tmp_path):
     assert cleaner.first_dirty == {}
     assert cleaner.clean_once()
     manager.close()
+
+
+def test_a_log_the_cleaner_cannot_parse_is_marked_uncleanable(tmp_path):
+    manager, logs, hws, cleaner = setup(tmp_path)
+    first = logs[COMPACTED].segments()[0]
+    with open(first.log_path, "r+b") as f:
+        f.seek(61)                  # the first record's length varint, after the batch header
+        f.write(b"\x7f")            # -64: no record has a negative length
+    assert not cleaner.clean_once()
+    assert cleaner.uncleanable == {COMPACTED}
+    assert not cleaner.clean_once() and all(c.key != COMPACTED for c in cleaner.candidates(0))
+    manager.close()

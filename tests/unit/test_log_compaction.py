@@ -297,3 +297,18 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path):
     assert plain.log_end_offset == 1
     plain.close()
     lg.close()
+
+
+def test_a_batch_whose_crc_fails_is_not_rewritten_with_a_fresh_one(tmp_path):
+    lg = open_log(tmp_path)
+    fill_updates(lg)
+    first = lg.segments()[0]
+    with open(first.log_path, "r+b") as f:
+        f.seek(first.size - 1)
+        last = f.read(1)
+        f.seek(first.size - 1)
+        f.write(bytes([last[0] ^ 1]))              # one flipped bit in the last value
+    with pytest.raises(CorruptRecordError):
+        clean(lg)
+    assert not [n for n in os.listdir(lg.dir) if n.endswith(".cleaned")]
+    lg.close()
