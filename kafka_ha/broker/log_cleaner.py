@@ -26,7 +26,8 @@ from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from kafka_ha.log.cleaner import CLEANER_CHECKPOINT, Throttler, clean_log, segment_newest_ms
-from kafka_ha.log.compaction import LogToClean, choose_log_to_clean, first_uncleanable_offset, section_sizes
+from kafka_ha.log.compaction import (LogToClean, choose_log_to_clean, first_uncleanable_offset, section_sizes,
+                                     tombstone_horizon)
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import TopicPartition
 from kafka_ha.records.errors import RecordsError
@@ -49,6 +50,9 @@ class LogCleaner:
         self.offload = offload
         self.first_dirty: dict[TopicPartition, int] = {}
         self.uncleanable: set[TopicPartition] = set()     # until the broker restarts (KIP-346)
+        # (end offset, time) of each log's passes, for tombstone_horizon; in memory only:
+        # after a restart tombstones wait for new passes, later rather than too early.
+        self.passes: dict[TopicPartition, list[tuple[int, int]]] = {}
         self._truncations_seen: dict[TopicPartition, tuple[object, int]] = {}
         self._greenlet: gevent.Greenlet | None = None
         for log_dir in log_manager.log_dirs:
@@ -85,6 +89,7 @@ class LogCleaner:
         offset = self.first_dirty.get(tp, lg.log_start_offset)
         if seen is not None and seen != (lg, lg.truncations):
             offset = lg.log_start_offset
+            self.passes.pop(tp, None)        # what was cleaned past may have been replaced
         if not lg.log_start_offset <= offset <= lg.log_end_offset:
             offset = lg.log_start_offset
         return offset
@@ -95,6 +100,7 @@ class LogCleaner:
         logs = self.log_manager.all_logs()
         for gone in [tp for tp in self._truncations_seen if tp not in logs]:
             del self._truncations_seen[gone]     # a deleted log; a new one starts from its start
+            self.passes.pop(gone, None)
         for tp, lg in yielding(logs.items()):      # thousands of logs: let requests in between
             if not lg.config.compact or tp not in hws or tp in self.uncleanable:
                 continue
@@ -120,8 +126,10 @@ class LogCleaner:
             return False
         start = self._first_dirty(tp, lg)
         log.info("Beginning cleaning of log %s (dirty ratio %.2f, from offset %d)", tp, chosen.ratio, start)
+        passes = self.passes.setdefault(tp, [])
+        horizon = tombstone_horizon(passes, now, lg.config.delete_retention_ms)
         try:
-            result = clean_log(lg, start, hw, now, self.map_budget, self.throttler, self.offload)
+            result = clean_log(lg, start, hw, now, self.map_budget, self.throttler, self.offload, horizon)
         except RecordsError as exc:
             # Data the cleaner cannot parse would fail every pass and starve the other logs.
             log.error("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) "
@@ -132,6 +140,9 @@ class LogCleaner:
             return True                   # deleted meanwhile: nothing to record
         self.first_dirty[tp] = result.first_dirty
         self._truncations_seen[tp] = (lg, lg.truncations)
+        if result.completed:
+            # Only the newest pass old enough to matter, and the younger ones, are needed.
+            passes[:] = [p for p in passes if p[0] >= horizon] + [(result.first_dirty, now)]
         log.info("Log cleaner cleaned %s up to offset %d: %d segments rewritten, %.1f MB read, "
                  "%.1f MB written%s", tp, result.first_dirty, result.segments_rewritten,
                  result.bytes_read / 1e6, result.bytes_written / 1e6,

@@ -27,7 +27,7 @@ from kafka_ha.records.shallow import Entry, iter_entries, read_header
 
 from .checkpoints import fsync_dir
 from .clean_swap import cleaned_paths, discard_cleaned
-from .compaction import first_uncleanable_offset, map_entry_cost, keep_record, keyed_offsets, \
+from .compaction import first_uncleanable_offset, group_segments, map_entry_cost, keep_record, keyed_offsets, \
     rewrite_batch
 from .offset_index import OffsetIndex
 
@@ -115,25 +115,31 @@ def build_offset_map(segments: list[tuple[str, int, int]], start_offset: int, bu
 
 
 class CleanedCopy(NamedTuple):
-    changed: bool                  # False: every entry kept as it was (the copy is discarded)
+    changed: bool                  # False: one segment, every entry kept as it was (discarded)
     bytes_read: int
     bytes_written: int
+    last_offset: int               # of the copy's last entry; base offset - 1 if it is empty
 
 
-def write_cleaned_segment(log_path: str, index_path: str, size: int, base_offset: int,
-                          index_interval_bytes: int, keep, mtime_s: float,
+def write_cleaned_segment(sources: list[tuple[str, int, Callable]], log_path: str, index_path: str,
+                          base_offset: int, index_interval_bytes: int, mtime_s: float,
                           throttle: Throttler) -> CleanedCopy:
-    """Write the cleaned copy of a segment's first ``size`` bytes and its index
-    (:func:`.clean_swap.cleaned_paths`), fsynced, with the original's mtime:
-    delete.retention.ms counts from when the data was appended, not cleaned."""
+    """Write the cleaned copy of a group of segments (``(path, size, keep)`` each: the
+    first ``size`` bytes, keeping the records ``keep`` accepts) as one segment based at
+    ``base_offset`` (:func:`.clean_swap.cleaned_paths` of ``log_path``), with its index,
+    fsynced, and with the group's newest mtime (retention.ms of compact,delete topics
+    counts from when the data was appended, not cleaned)."""
     cleaned_log, cleaned_index = cleaned_paths(log_path, index_path)
     index = OffsetIndex(cleaned_index, base_offset, index_interval_bytes)
-    changed, written, prev_last = False, 0, base_offset - 1
+    changed, read, written, prev_last = len(sources) > 1, 0, 0, base_offset - 1
     with open(cleaned_log, "wb") as out:
-        for buf, entry in read_entries(log_path, size, throttle):
-            kept, entry_changed = rewrite_batch(buf, entry, keep)
-            changed = changed or entry_changed
-            if kept is not None:
+        for path, size, keep in sources:
+            read += size
+            for buf, entry in read_entries(path, size, throttle):
+                kept, entry_changed = rewrite_batch(buf, entry, keep)
+                changed = changed or entry_changed
+                if kept is None:
+                    continue
                 for piece in iter_entries(kept):          # a batch may come back as several
                     first = piece.first_offset if piece.first_offset is not None else prev_last + 1
                     index.on_entry(first, written + piece.position, piece.size)
@@ -150,7 +156,7 @@ def write_cleaned_segment(log_path: str, index_path: str, size: int, base_offset
     finally:
         os.close(fd)
     os.utime(cleaned_log, (mtime_s, mtime_s))
-    return CleanedCopy(changed, size, written)
+    return CleanedCopy(changed, read, written, prev_last)
 
 
 class PassResult(NamedTuple):
@@ -166,9 +172,11 @@ def segment_newest_ms(segment) -> int:
 
 
 def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_budget_bytes: int,
-              throttle: Throttler, offload: Callable[..., Any] = _run_here) -> PassResult:
+              throttle: Throttler, offload: Callable[..., Any] = _run_here,
+              tombstones_removable_below: int = 0) -> PassResult:
     """One compaction pass over ``lg`` (see the module doc); ``first_dirty`` comes from
-    the cleaner checkpoint, clamped by the caller to the log's range."""
+    the cleaner checkpoint, clamped by the caller to the log's range; tombstones below
+    ``tombstones_removable_below`` go (:func:`.compaction.tombstone_horizon`)."""
     config = lg.config
     segments = lg.segments()
     bases = [s.base_offset for s in segments]
@@ -180,36 +188,34 @@ def clean_log(lg, first_dirty: int, high_watermark: int, now_ms: int, map_budget
         return PassResult(first_dirty, 0, 0, 0, True)
     truncations = lg.truncations
     offset_map, mapped_end = offload(build_offset_map, dirty, first_dirty, map_budget_bytes, throttle)
-    horizon_ms = now_ms - config.delete_retention_ms
     rewritten = read = written = 0
-    for segment, next_base in closed:
-        if next_base > mapped_end:
-            break
-        mtime_ms = segment.last_modified_ms()
-        # A tombstone goes once a pass has cleaned past it (consumers of the dirty
-        # section saw it) and its segment is delete.retention.ms old.
-        expired = next_base <= first_dirty and mtime_ms <= horizon_ms
+    cleanable = [s for s, next_base in closed if next_base <= mapped_end]
 
-        def keep(record, expired=expired) -> bool:
-            return keep_record(record.offset, record.key, record.tombstone,
-                               offset_map.get(record.key) if record.key is not None else None, expired)
-        size = segment.size
+    def keep(record) -> bool:
+        return keep_record(record.offset, record.key, record.tombstone,
+                           offset_map.get(record.key) if record.key is not None else None,
+                           record.offset < tombstones_removable_below)
+    for i, j in group_segments(bases, [s.size for s in segments], len(cleanable), config.segment_bytes):
+        group = cleanable[i:j]
+        sources = [(segment.log_path, segment.size, keep) for segment in group]
+        mtimes = [segment.last_modified_ms() for segment in group]
+        head = group[0]
         try:
-            copy = offload(write_cleaned_segment, segment.log_path, segment.index_path, size,
-                           segment.base_offset, config.index_interval_bytes, keep, mtime_ms / 1000, throttle)
+            copy = offload(write_cleaned_segment, sources, head.log_path, head.index_path, head.base_offset,
+                           config.index_interval_bytes, max(mtimes) / 1000, throttle)
         except BaseException:          # a full disk, a log deleted meanwhile, a stopped cleaner
-            discard_cleaned(segment.log_path, segment.index_path)
+            discard_cleaned(head.log_path, head.index_path)
             raise
         read += copy.bytes_read
         if not copy.changed:
-            discard_cleaned(segment.log_path, segment.index_path)
+            discard_cleaned(head.log_path, head.index_path)
             continue
-        if not lg.swap_in_cleaned(segment, size, truncations):
-            discard_cleaned(segment.log_path, segment.index_path)
-            log.info("%s: the log changed while segment %d was being cleaned; the pass stops there",
-                     lg.tp, segment.base_offset)
+        if not lg.swap_in_cleaned(group, [size for _, size, _ in sources], truncations, copy.last_offset):
+            discard_cleaned(head.log_path, head.index_path)
+            log.info("%s: the log changed while segments %d..%d were being cleaned; the pass stops there",
+                     lg.tp, head.base_offset, group[-1].base_offset)
             return PassResult(first_dirty, rewritten, read, written, False)
-        rewritten += 1
+        rewritten += len(group)
         written += copy.bytes_written
     offload(fsync_dir, lg.dir)
     return PassResult(mapped_end, rewritten, read, written, True)

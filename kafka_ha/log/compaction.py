@@ -15,8 +15,9 @@ A compacted log keeps, for every key, at least its last record.  The cleaner
   segment below the first uncleanable offset is rewritten keeping a record
   only if no later record of its key is in the map (:func:`keep_record`).
 - A tombstone (a null value) is kept by the pass that first sees it, so that
-  consumers reading the dirty section learn of the delete; a later pass drops
-  it once its segment is ``delete.retention.ms`` old (``tombstones_expired``).
+  consumers reading the dirty section learn of the delete; it goes in a later
+  pass once ``delete.retention.ms`` has passed since a pass cleaned past it
+  (:func:`tombstone_horizon`, KIP-534's rule, on the broker's clock).
 
 Rewriting keeps every kept record at its offset, and a batch's leader epoch,
 attributes, timestamps and producer fields (:func:`rewrite_batch`).  Offsets
@@ -100,6 +101,29 @@ def first_uncleanable_offset(bases: Sequence[int], newest_timestamp: Callable[[i
     return bases[end]
 
 
+def group_segments(bases: Sequence[int], sizes: Sequence[int], count: int, max_bytes: int,
+                   max_span: int = 2**31 - 1) -> list[tuple[int, int]]:
+    """Runs ``[i, j)`` of the first ``count`` segments, each cleaned into one segment:
+    consecutive segments while their sizes add up to at most ``max_bytes`` (segment.bytes)
+    and their offsets span at most ``max_span`` (the index holds 32-bit relative offsets).
+    Compacted segments shrink, so later passes merge what earlier ones left small.
+
+    >>> group_segments([0, 10, 20, 30, 40], [60, 30, 50, 20, 0], 4, 100)
+    [(0, 2), (2, 4)]
+    >>> group_segments([0, 10, 20], [1, 1, 0], 2, 100, max_span=15)
+    [(0, 1), (1, 2)]
+    """
+    groups, i = [], 0
+    while i < count:
+        j, total = i + 1, sizes[i]
+        while j < count and total + sizes[j] <= max_bytes and bases[j + 1] - 1 - bases[i] <= max_span:
+            total += sizes[j]
+            j += 1
+        groups.append((i, j))
+        i = j
+    return groups
+
+
 def section_sizes(bases: Sequence[int], sizes: Sequence[int], first_dirty: int,
                   uncleanable: int) -> tuple[int, int]:
     """``(clean, dirty)`` bytes below ``uncleanable``: a segment ending at or below
@@ -119,8 +143,25 @@ def section_sizes(bases: Sequence[int], sizes: Sequence[int], first_dirty: int,
     return clean, dirty
 
 
+def tombstone_horizon(passes: Sequence[tuple[int, int]], now_ms: int, delete_retention_ms: int) -> int:
+    """Below which offset tombstones may go: the furthest end offset of a pass that ended
+    at least ``delete_retention_ms`` ago (``passes``: ``(end offset, time)`` of a log's
+    passes since the broker started, or since the log was last truncated; 0 if none).
+
+    Segment modification times would not do: merged segments take the newest one's,
+    so while data keeps coming the tombstones of a small compacted log would never
+    age (Kafka's KAFKA-8522).
+
+    >>> tombstone_horizon([(100, 1_000), (250, 5_000), (400, 9_000)], 10_000, 5_000)
+    250
+    >>> tombstone_horizon([(100, 8_000)], 10_000, 5_000)
+    0
+    """
+    return max((end for end, at in passes if at <= now_ms - delete_retention_ms), default=0)
+
+
 def keep_record(offset: int, key: bytes | None, tombstone: bool, latest_offset: int | None,
-                tombstones_expired: bool) -> bool:
+                tombstone_expired: bool) -> bool:
     """Whether a compacting pass keeps a record.
 
     ``latest_offset``: the key's last offset in the dirty section (None if it
@@ -138,7 +179,7 @@ def keep_record(offset: int, key: bytes | None, tombstone: bool, latest_offset: 
         return True
     if latest_offset is not None and offset < latest_offset:
         return False
-    return not (tombstone and tombstones_expired)
+    return not (tombstone and tombstone_expired)
 
 
 class BatchRecord(NamedTuple):

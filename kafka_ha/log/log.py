@@ -368,20 +368,25 @@ class Log:
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
 
-    def swap_in_cleaned(self, old: LogSegment, size: int, truncations: int) -> bool:
-        """Replace the closed segment ``old`` by its cleaned copy (:mod:`.clean_swap`); False,
-        leaving everything as it is, if ``old`` is gone, grew or shrank from ``size``, is
-        now the active segment, or the log was truncated since ``truncations`` was read."""
-        index = next((i for i, s in enumerate(self._segments) if s is old), None)
-        if index is None or index == len(self._segments) - 1 or old.size != size \
-                or self._truncations != truncations:
+    def swap_in_cleaned(self, group: list[LogSegment], sizes: list[int], truncations: int,
+                        last_offset: int) -> bool:
+        """Replace the consecutive closed segments ``group`` by their cleaned copy (last offset
+        ``last_offset``, :mod:`.clean_swap`); False, changing nothing, if the log changed."""
+        first = next((i for i, s in enumerate(self._segments) if s is group[0]), -1)
+        end = first + len(group)
+        if first < 0 or end >= len(self._segments) or self._truncations != truncations \
+                or self._segments[first:end] != group or [s.size for s in group] != sizes:
             return False
-        commit_cleaned(old.log_path, old.index_path)
-        self._segments[index] = LogSegment(self.dir, old.base_offset, self.config.index_interval_bytes)
-        # The old descriptor stays readable for fetches in flight; its index entries
-        # not yet written belong to the replaced file and must never reach the new one.
-        old.index.unwritten = bytearray()
-        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, old))
+        later = group[1:]
+        for segment in group:
+            segment.index.unwritten = bytearray()     # never written over the new files
+        commit_cleaned(group[0].log_path, group[0].index_path,
+                       [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
+                       [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
+        self._segments[first:end] = [LogSegment(self.dir, group[0].base_offset, self.config.index_interval_bytes)]
+        self._bases[first:end] = [group[0].base_offset]
+        # The old descriptor stays readable for fetches in flight.
+        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, group[0]))
         self._dir_dirty = True
         return True
 

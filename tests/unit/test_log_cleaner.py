@@ -94,3 +94,29 @@ def test_a_log_the_cleaner_cannot_parse_is_marked_uncleanable(tmp_path):
     assert cleaner.uncleanable == {COMPACTED}
     assert not cleaner.clean_once() and all(c.key != COMPACTED for c in cleaner.candidates(0))
     manager.close()
+
+
+def test_tombstones_go_delete_retention_ms_after_a_pass_cleaned_past_them(tmp_path, monkeypatch):
+    import kafka_ha.broker.log_cleaner as module
+    manager, logs, hws, cleaner = setup(tmp_path)
+    lg = logs[COMPACTED]
+    lg.config = LogConfig(segment_bytes=1000, cleanup_policy="compact", delete_retention_ms=60_000)
+    lg.append_as_leader(build_v2_batch([Record(b"k0", None, 1000)]), 0)
+    now = [10**12]
+    monkeypatch.setattr(module, "now_ms", lambda: now[0])
+
+    def pass_with_new_data(at):
+        now[0] = at
+        for i in range(30):   # keys other than k0 keep the dirty section growing
+            lg.append_as_leader(build_v2_batch([Record(b"k%d" % (1 + i % 4), b"%d" % i, 1000)]), 0)
+        hws[COMPACTED] = lg.log_end_offset
+        assert cleaner.clean_once()
+
+    def k0():
+        return [r.value for r in decode_records(lg.read(0, 10**8).to_bytes()) if r.key == b"k0"]
+    pass_with_new_data(10**12)
+    pass_with_new_data(10**12 + 59_999)
+    assert k0() == [None], "kept: no pass cleaned past it 60 s ago"
+    pass_with_new_data(10**12 + 60_000)
+    assert k0() == [], "60 s after the first pass cleaned past it"
+    manager.close()

@@ -6,9 +6,8 @@ import os
 
 import pytest
 
-from kafka_ha import clock
 from kafka_ha.log import Log, LogConfig
-from kafka_ha.log.clean_swap import SWAP_SUFFIX, cleaned_paths, complete_interrupted_cleaning
+from kafka_ha.log.clean_swap import SWAP_SUFFIX, complete_interrupted_cleaning
 from kafka_ha.log.cleaner import Throttler, build_offset_map, clean_log, write_cleaned_segment
 from kafka_ha.log.compaction import batch_records, keep_record, map_entry_cost, rewrite_batch
 from kafka_ha.model import TopicPartition
@@ -97,7 +96,7 @@ def more_updates(lg, rounds=4):
             put(lg, b"other-%d" % k, b"%d" % i)
 
 
-def test_tombstones_stay_one_pass_then_go_after_delete_retention_ms(tmp_path):
+def test_tombstones_stay_until_they_are_below_the_horizon(tmp_path):
     lg = open_log(tmp_path)
     fill_updates(lg, rounds=4)
     put(lg, b"key-0", None)
@@ -105,14 +104,14 @@ def test_tombstones_stay_one_pass_then_go_after_delete_retention_ms(tmp_path):
     first = clean(lg)
     assert latest(records(lg))[b"key-0"][1] is None, "the pass that first sees a tombstone keeps it"
     assert [r for r in records(lg) if r[1] == b"key-0"] == [(20, b"key-0", None)]
-    more_updates(lg)                                 # new dirty data: the next pass cleans past it
-    lg.config = config(delete_retention_ms=24 * 3600 * 1000)
-    second = clean(lg, first.first_dirty, now=clock.now_ms())   # segment mtimes are real
-    assert latest(records(lg))[b"key-0"][1] is None, "younger than delete.retention.ms: kept"
-    lg.config = config()
     more_updates(lg)
-    clean(lg, second.first_dirty, now=clock.now_ms() + 1000)
-    assert b"key-0" not in latest(records(lg)), "cleaned past and old enough: gone"
+    second = clean_log(lg, first.first_dirty, lg.log_end_offset, NOW, 10**6, UNTHROTTLED,
+                       tombstones_removable_below=20)
+    assert latest(records(lg))[b"key-0"][1] is None, "not below the horizon: kept"
+    more_updates(lg)
+    clean_log(lg, second.first_dirty, lg.log_end_offset, NOW, 10**6, UNTHROTTLED,
+              tombstones_removable_below=first.first_dirty)
+    assert b"key-0" not in latest(records(lg)), "below the horizon: gone"
     assert latest(records(lg))[b"key-1"][1] == b"value-1-3"
     lg.close()
 
@@ -212,53 +211,76 @@ def test_the_throttler_sleeps_to_keep_the_rate():
     assert slept == [0.5, 0.5]
 
 
-# --- crash recovery: every step of the swap ------------------------------------------------------
-
-STEPS = 4       # the renames of clean_swap.commit_cleaned
+# --- merging segments, and a crash at every step of the swap ------------------------------------
 
 
-def crash_at(segment, step):
-    """Do the first ``step`` renames of the swap of ``segment``'s written copy, then "crash"."""
-    cleaned_log, cleaned_index = cleaned_paths(segment.log_path, segment.index_path)
-    renames = [(cleaned_index, segment.index_path + SWAP_SUFFIX),
-               (cleaned_log, segment.log_path + SWAP_SUFFIX),
-               (segment.index_path + SWAP_SUFFIX, segment.index_path),
-               (segment.log_path + SWAP_SUFFIX, segment.log_path)]
-    for source, target in renames[:step]:
-        os.replace(source, target)
+def four_segments_and_an_active_one(tmp_path):
+    """A: keys a00..a11; B: y00..y11 (all superseded by D); C: z00..z11; D: y00..y11; E active."""
+    lg = open_log(tmp_path, segment_bytes=10**6)
+    for prefix, value in ((b"a", b"1"), (b"y", b"old"), (b"z", b"1"), (b"y", b"new"), (b"e", b"1")):
+        for k in range(12 if prefix != b"e" else 1):
+            put(lg, prefix + b"%02d" % k, value)
+        if prefix != b"e":
+            lg._roll(lg.log_end_offset)
+    sizes = [s.size for s in lg.segments()]
+    # Groups of two (A, B) and (C, D): B's records are all gone, so B goes before the commit.
+    lg.config = config(segment_bytes=sizes[0] + sizes[1] + 1)
+    return lg
 
 
-@pytest.mark.parametrize("step", range(STEPS + 1))
-def test_a_crash_at_any_step_of_the_swap_leaves_a_log_that_loads(tmp_path, step):
-    lg = open_log(tmp_path)
-    fill_updates(lg)
+def test_small_segments_are_merged_and_a_wholly_removed_one_goes(tmp_path):
+    lg = four_segments_and_an_active_one(tmp_path)
     before = records(lg)
-    first = lg.segments()[0]
-    offset_map, _ = build_offset_map([(first.log_path, first.size, lg.segment_base_offsets()[1])], 0,
-                                     10**6, UNTHROTTLED)
-    whole_map, _ = build_offset_map([(s.log_path, s.size, nb) for s, nb in
-                                     zip(lg.segments(), lg.segment_base_offsets()[1:])], 0, 10**6, UNTHROTTLED)
-    write_cleaned_segment(first.log_path, first.index_path, first.size, first.base_offset, 1,
-                          lambda r: keep_record(r.offset, r.key, r.tombstone, whole_map.get(r.key), False),
-                          0, UNTHROTTLED)
+    result = clean(lg)
+    assert result.completed and result.segments_rewritten == 4 and result.first_dirty == 48
+    assert lg.segment_base_offsets() == [0, 24, 48]
+    assert records(lg) == [r for r in before if not 12 <= r[0] < 24]
     lg.close()
-    crash_at(first, step)
-    reopened = open_log(tmp_path)
-    after = records(reopened)
-    committed = step >= 2
-    first_end = reopened.segment_base_offsets()[1]
-    if committed:
-        assert [r for r in after if r[0] < first_end] == \
-            [r for r in before if r[0] < first_end and whole_map[r[1]] == r[0]]
-    else:
-        assert after == before
-    assert [r for r in after if r[0] >= first_end] == [r for r in before if r[0] >= first_end]
-    assert latest(after) == latest(before)
-    assert not [n for n in os.listdir(reopened.dir) if n.endswith((".cleaned", SWAP_SUFFIX))]
-    reopened.append_as_leader(build_v2_batch([Record(b"new", b"v")]), 1)
-    assert reopened.log_end_offset == 51
+    reopened = open_log(tmp_path, segment_bytes=10**6)
+    assert reopened.segment_base_offsets() == [0, 24, 48]
+    assert records(reopened) == [r for r in before if not 12 <= r[0] < 24]
     reopened.close()
-    assert offset_map                                 # the first segment had keys
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_after(monkeypatch, allowed):
+    """Let ``allowed`` file renames, replaces and unlinks happen, then "crash" on the next."""
+    done = [0]
+    for name in ("rename", "replace", "unlink"):
+        def operation(*args, real=getattr(os, name), **kwargs):
+            if done[0] >= allowed:
+                raise Crash()
+            done[0] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(os, name, operation)
+
+
+@pytest.mark.parametrize("allowed", range(14))
+def test_a_crash_at_any_step_of_the_swap_leaves_a_log_that_loads(tmp_path, monkeypatch, allowed):
+    lg = four_segments_and_an_active_one(tmp_path)
+    before = records(lg)
+    with monkeypatch.context() as patch:
+        crash_after(patch, allowed)
+        try:
+            result = clean(lg)
+        except Crash:
+            result = None
+    lg.close()
+    reopened = open_log(tmp_path, segment_bytes=10**6)
+    after = records(reopened)
+    assert set(after) <= set(before), "a record changed its offset, key or value"
+    assert latest(after) == latest(before), "the last record of a key was lost"
+    assert {r for r in before if r not in after} <= {r for r in before if 12 <= r[0] < 24}, \
+        "only superseded records may be gone"
+    assert not [n for n in os.listdir(reopened.dir) if n.endswith((".cleaned", SWAP_SUFFIX))]
+    if result is not None:
+        assert after == [r for r in before if not 12 <= r[0] < 24]
+    reopened.append_as_leader(build_v2_batch([Record(b"new", b"v")]), 1)
+    assert reopened.log_end_offset == 50
+    reopened.close()
 
 
 def test_recovery_removes_an_uncommitted_index_swap_and_unfinished_copies(tmp_path):
