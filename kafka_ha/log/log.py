@@ -27,7 +27,7 @@ from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
 from .retention import deletable_count
-from .rolling import expired_active_segment, roll_jitter_ms, time_to_roll
+from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
@@ -184,8 +184,14 @@ class Log:
         if not checked.valid_bytes:
             return AppendInfo(leo, leo - 1, 0, -1, 0)
         count = checked.last_offset - leo + 1
-        self._append(checked.first_offset, checked.last_offset, memoryview(records)[:checked.valid_bytes],
-                     checked.max_timestamp, count)
+        valid = memoryview(records)[:checked.valid_bytes]
+        if len(valid) <= self.config.segment_bytes:
+            self._append(checked.first_offset, checked.last_offset, valid, checked.max_timestamp, count)
+        else:
+            # A lagging follower's fetch may span several of the leader's segments.
+            for first, last, start, end, max_ts in segment_sized_runs(valid, checked.first_offset,
+                                                                      self.config.segment_bytes):
+                self._append(first, last, valid[start:end], max_ts, last - first + 1)
         for epoch, start in checked.epochs:
             self.epoch_cache.assign(epoch, start)
         self._maybe_flush()

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import random
 
+from kafka_ha.records.shallow import iter_entries
+
 
 def roll_jitter_ms(segment_ms: int, segment_jitter_ms: int, rng: random.Random | None = None) -> int:
     """The jitter of a new segment (Kafka's ``LogConfig.randomSegmentJitter``).
@@ -74,3 +76,27 @@ def expired_active_segment(newest_ms: int, now_ms: int, retention_ms: int, log_e
     (False, False)
     """
     return retention_ms >= 0 and log_end_offset <= high_watermark and now_ms - newest_ms > retention_ms
+
+
+def segment_sized_runs(buf, first_offset: int, segment_bytes: int) -> list[tuple[int, int, int, int, int]]:
+    """``(first offset, last offset, start, end, max timestamp)`` of runs of the whole
+    entries of ``buf``, each at most ``segment_bytes`` long (an entry larger than that
+    is a run of its own, which the append then refuses): a follower appends a fetch
+    that spans several of its leader's segments one run per segment.
+
+    >>> from kafka_ha.records import Record, build_v2_batch
+    >>> batch = lambda base: build_v2_batch([Record(b"k", b"v" * 30, 5)] * 2, base_offset=base)
+    >>> data = batch(0) + batch(2) + batch(7)               # offsets 4..6 compacted away
+    >>> len(batch(0)), [run[:4] for run in segment_sized_runs(data, 0, 280)]
+    (137, [(0, 3, 0, 274), (7, 8, 274, 411)])
+    """
+    runs, start, first, prev_last, max_ts = [], 0, first_offset, first_offset - 1, -1
+    for entry in iter_entries(buf):
+        if entry.end - start > segment_bytes and entry.position > start:
+            runs.append((first, prev_last, start, entry.position, max_ts))
+            start, first, max_ts = entry.position, prev_last + 1, -1
+        if entry.position == start and entry.first_offset is not None:
+            first = entry.first_offset
+        prev_last, max_ts = entry.last_offset, max(max_ts, entry.max_timestamp)
+    runs.append((first, prev_last, start, len(buf), max_ts))
+    return runs

@@ -96,3 +96,21 @@ def test_a_garbage_first_header_does_not_break_the_roll_check(tmp_path):
     segment._size = 32
     assert segment.first_batch_timestamp() == -1
     segment.close()
+
+
+def test_a_follower_fetch_larger_than_a_segment_is_split_across_rolls(tmp_path):
+    """A leader's read may span several of its segments (a lagging follower fetches up to
+    replica.fetch.max.bytes); the follower rolls between whole entries instead of refusing."""
+    leader = Log(str(tmp_path / "leader-0"), TP, LogConfig(segment_bytes=1000))
+    for i in range(40):
+        leader.append_as_leader(build_v2_batch([Record(b"k%d" % i, b"v" * 40, 1000)]), 0)
+    fetched = leader.read(0, 10**6).to_bytes()
+    assert len(fetched) > 3000
+    follower = Log(str(tmp_path / "follower-0"), TP, LogConfig(segment_bytes=1000))
+    info = follower.append_as_follower(fetched)
+    assert (info.first_offset, info.last_offset, info.count) == (0, 39, 40)
+    assert follower.read(0, 10**6).to_bytes() == fetched
+    assert len(follower.segment_base_offsets()) > 3
+    assert all(s.size <= 1000 for s in follower.segments())
+    leader.close()
+    follower.close()
