@@ -12,15 +12,17 @@ a fetch's records for readers older than the stored format.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
 from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.deferred import DeferredResponse
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
@@ -70,7 +72,7 @@ class DataApis:
 
     # ---- Produce --------------------------------------------------------
 
-    def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | None:
+    def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | DeferredResponse | None:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
         # A generator: the appends take the partitions one by one, in slices.
         entries = ((TopicPartition(topic["name"], part["index"]), part["records"])
@@ -78,8 +80,22 @@ class DataApis:
         results = replica_appends.append_records(self.replicas, entries, acks)
         if acks == 0:
             return None
-        if acks == -1:
-            replica_appends.await_replication(self.replicas, results, timeout_s)
+        if acks == -1 and replica_appends.any_waiting(results):
+            # Appended now, in request order; only the answer waits for the replicas,
+            # so the connection's next requests are read and appended meanwhile
+            # (protocol/deferred.py).  The timeout runs from now, not from when the
+            # answers before this one are done.
+            deadline = time.monotonic() + timeout_s
+
+            def finish() -> dict[str, Any]:
+                replica_appends.await_replication(self.replicas, results, deadline)
+                return self._produce_response(results, version)
+            return DeferredResponse(finish)
+        return self._produce_response(results, version)
+
+    @staticmethod
+    def _produce_response(results: dict[TopicPartition, replica_appends.PartitionAppend],
+                          version: int) -> dict[str, Any]:
         by_topic: dict[str, list] = {}
         for tp, result in results.items():
             entry = {"index": tp.partition, "error_code": result.error, "base_offset": result.base_offset}

@@ -1,16 +1,16 @@
-"""FindCoordinator, OffsetCommit and OffsetFetch with offsets kept in ZooKeeper.
+"""OffsetCommit v0 and OffsetFetch v0: offsets kept in ZooKeeper.
 
 The 0.8 layout, ``/consumers/<group>/offsets/<topic>/<partition>`` holding a
-bare decimal offset, so ZooKeeper-era tools see the same commits.  Every
-broker can serve every group, so a broker names itself coordinator.
-Commit metadata is not stored (the 0.8 layout has no place for it).
+bare decimal offset, so ZooKeeper-era tools see the same commits.  Every broker
+serves these for every group; later versions go to the group coordinator
+(``kafka_ha/coordinator``, offsets in ``__consumer_offsets``).  Commit metadata
+is not stored (the 0.8 layout has no place for it).
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk.admin_znodes import ConsumerOffsetZNode
 from kafka_ha.zk.broker_store import BrokerStore
@@ -20,13 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class GroupOffsets:
-    def __init__(self, store: BrokerStore, me: BrokerEndpoint) -> None:
+    def __init__(self, store: BrokerStore) -> None:
         self.store = store
-        self.me = me
-
-    def find_coordinator(self, request: dict[str, Any], version: int) -> dict[str, Any]:
-        return {"error_code": ErrorCode.NONE, "node_id": self.me.broker_id, "host": self.me.host,
-                "port": self.me.port}
 
     def commit(self, request: dict[str, Any], version: int) -> dict[str, Any]:
         group = request["group_id"]

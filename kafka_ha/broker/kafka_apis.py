@@ -3,17 +3,18 @@
 The protocol server calls ``handle(header, body_reader)`` once per request,
 in order per connection; each API handler returns the response body.  The data
 APIs (Produce, Fetch, the offset requests) go to ``data_apis``, which calls the
-replica side; LeaderAndIsr and StopReplica to the replica manager.  The
-controller's requests pass ``controller_requests``'s guard first.
+replica side; LeaderAndIsr and StopReplica to the replica manager (then the
+group coordinator looks at what it leads); the group APIs to the coordinator
+(``kafka_ha/coordinator``).  The controller's requests pass
+``controller_requests``'s guard first.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
 from kafka_ha.broker.data_apis import DataApis
-from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.protocol.api import ADVERTISED_VERSIONS, ApiKey
@@ -33,13 +34,20 @@ def by_correlation_id(handler: Callable[[dict[str, Any], int], dict[str, Any]]) 
     return lambda body, header: handler(body, header.correlation_id)
 
 
+class GroupApis(NamedTuple):
+    """The group coordinator's two request handlers (kafka_ha/coordinator)."""
+
+    coordinator: Any
+    offsets: Any
+
+
 class UnhandledApi(ProtocolError):
     """A request for an API this broker does not serve: the connection is closed."""
 
 
 class KafkaApis:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache,
-                 data_apis: DataApis | None = None, group_offsets: GroupOffsets | None = None,
+                 data_apis: DataApis | None = None, groups: GroupApis | None = None,
                  auto_create: Callable[[list[str]], None] | None = None,
                  controlled_shutdown: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
                  controller_guard: ControllerRequestGuard | None = None) -> None:
@@ -62,11 +70,33 @@ class KafkaApis:
             })
         if controlled_shutdown is not None:
             self.apis[ApiKey.CONTROLLED_SHUTDOWN] = by_version(controlled_shutdown)
-        if group_offsets is not None:
+        if groups is not None:
+            coordinator, offsets = groups.coordinator, groups.offsets
+
+            def with_client_id(handler: Callable) -> ApiHandler:
+                # JoinGroup records each member's client id (DescribeGroups shows it).
+                return lambda body, header: handler({**body, "_client_id": header.client_id or ""},
+                                                    header.api_version)
+
+            def then_refresh(handler: ApiHandler) -> ApiHandler:
+                # A new leadership of an offsets partition: load its groups now.
+                def handle(body: dict[str, Any], header: RequestHeader) -> dict[str, Any]:
+                    response = handler(body, header)
+                    coordinator.leadership_changed()
+                    return response
+                return handle
+            for key in (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA):
+                self.apis[key] = then_refresh(self.apis[key])
             self.apis.update({
-                ApiKey.FIND_COORDINATOR: by_version(group_offsets.find_coordinator),
-                ApiKey.OFFSET_COMMIT: by_version(group_offsets.commit),
-                ApiKey.OFFSET_FETCH: by_version(group_offsets.fetch),
+                ApiKey.FIND_COORDINATOR: by_version(coordinator.find_coordinator),
+                ApiKey.JOIN_GROUP: with_client_id(coordinator.join_group),
+                ApiKey.SYNC_GROUP: by_version(coordinator.sync_group),
+                ApiKey.HEARTBEAT: by_version(coordinator.heartbeat),
+                ApiKey.LEAVE_GROUP: by_version(coordinator.leave_group),
+                ApiKey.LIST_GROUPS: by_version(coordinator.list_groups),
+                ApiKey.DESCRIBE_GROUPS: by_version(coordinator.describe_groups),
+                ApiKey.OFFSET_COMMIT: by_version(offsets.commit),
+                ApiKey.OFFSET_FETCH: by_version(offsets.fetch),
             })
 
     def handle(self, header: RequestHeader, reader: Reader) -> tuple[dict[str, Any], int] | None:

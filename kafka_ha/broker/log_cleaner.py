@@ -21,7 +21,7 @@ from typing import Callable, Mapping
 
 import gevent
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile

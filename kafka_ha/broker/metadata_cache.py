@@ -68,7 +68,8 @@ class MetadataCache:
         if not parts:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": topic,
                     "is_internal": False, "partitions": []}
-        return {"error_code": ErrorCode.NONE, "name": topic, "is_internal": False,
+        return {"error_code": ErrorCode.NONE, "name": topic,
+                "is_internal": topic == "__consumer_offsets",   # clients skip it in subscriptions
                 "partitions": [self._partition_metadata(s) for _, s in sorted(parts.items())]}
 
     def _partition_metadata(self, s: PartitionStateInfo) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import AppendResult, Partition
 from kafka_ha.model import TopicPartition
@@ -71,11 +71,16 @@ def _append(partitions: HostedPartitions, tp: TopicPartition, records: Records,
     return PartitionAppend(ErrorCode.NONE, result.first_offset, result, p)
 
 
+def any_waiting(results: dict[TopicPartition, PartitionAppend]) -> bool:
+    """Whether an acks=all answer has anything to wait for: an append its HW has not passed."""
+    return any(r.error == ErrorCode.NONE and r.partition.high_watermark <= r.appended.last_offset
+               for r in results.values())
+
+
 def await_replication(partitions: HostedPartitions, results: dict[TopicPartition, PartitionAppend],
-                      timeout_s: float) -> None:
-    """acks=all: wait, within ``timeout_s`` for all of them, until each appended
-    partition's HW passes its append; sets each result's error to the outcome."""
-    deadline = time.monotonic() + timeout_s
+                      deadline: float) -> None:
+    """acks=all: wait, until ``deadline`` (time.monotonic()) for all of them, until each
+    appended partition's HW passes its append; sets each result's error to the outcome."""
     for tp, result in results.items():
         if result.error != ErrorCode.NONE:
             continue

@@ -20,7 +20,7 @@ from typing import Callable
 import gevent
 from gevent.event import Event
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_session_handler import FetchSessionHandler
 from kafka_ha.broker.truncation import decide_truncation
 from kafka_ha.model import BrokerEndpoint, TopicPartition
@@ -202,7 +202,10 @@ class ReplicaFetcher:
             forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
         try:
             response = self._request(ApiKey.FETCH, FETCH_VERSION, {
-                "replica_id": self.broker_id, "max_wait_ms": self._max_wait_ms,
+                # No long poll while partitions wait to ask again for their truncation
+                # (a leader not ready yet): the next round must not wait for it.
+                "replica_id": self.broker_id,
+                "max_wait_ms": 0 if self.needs_truncation else self._max_wait_ms,
                 "min_bytes": self._min_bytes, "max_bytes": self._max_bytes * 16, "isolation_level": 0,
                 "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -224,7 +227,10 @@ class ReplicaFetcher:
                 continue
             backoff |= self._apply_fetched(p, entry)
         if backoff:
-            gevent.sleep(BACKOFF_S)
+            # A leader that has not taken its LeaderAndIsr yet answers NOT_LEADER; it
+            # usually has within milliseconds, and every partition of this fetcher
+            # waits out this pause, so it is short (as the truncation round's).
+            gevent.sleep(BACKOFF_S / 5)
 
     def _apply_fetched(self, p, entry: dict) -> bool:
         error = entry["error_code"]

@@ -22,7 +22,7 @@ import gevent
 from gevent.lock import BoundedSemaphore
 
 from kafka_ha.broker import storage_failure
-from kafka_ha.broker.cooperative import yield_to_io
+from kafka_ha.cooperative import yield_to_io
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition

@@ -17,7 +17,7 @@ from typing import Any
 
 import gevent
 
-from kafka_ha.broker.cooperative import yielding
+from kafka_ha.cooperative import yielding
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition

@@ -19,6 +19,7 @@ from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
 from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
+from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis
@@ -29,6 +30,7 @@ from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
+from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
@@ -57,6 +59,7 @@ class KafkaServer:
         self.isr_writer: IsrWriter | None = None
         self.config_watcher: ConfigChangeWatcher | None = None
         self.log_cleaner: LogCleaner | None = None
+        self.group_coordinator = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -87,15 +90,16 @@ class KafkaServer:
         self.listener.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port
-        me = BrokerEndpoint(self.broker_id, adv_host, adv_port)
         data_apis = DataApis(self.replica_manager.hosted, self.topic_configs.max_message_bytes,
                              FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                cfg["min.incremental.fetch.session.eviction.ms"]),
                              fetch_max_bytes=cfg["fetch.max.bytes"])
         guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
-        self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis,
-                                 GroupOffsets(self.store, me), self._auto_create_topics,
-                                 self._controlled_shutdown_request, guard)
+        self.group_coordinator, group_apis = start_group_coordinator(
+            cfg, self.metadata, self.replica_manager.hosted, GroupOffsets(self.store),
+            self._create_topic)
+        self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis, group_apis,
+                                 self._auto_create_topics, self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
@@ -131,6 +135,8 @@ class KafkaServer:
         admin = ZkAdmin(client=self.zk)
         brokers = sorted(self.metadata.brokers) or admin.store.live_broker_ids()
         for topic in topics:
+            if topic == OFFSETS_TOPIC:
+                continue   # the group coordinator creates it, with its own partitions and configs
             try:
                 zn.validate_topic_name(topic)
                 replicas = assign_replicas(brokers, cfg["num.partitions"],
@@ -141,6 +147,9 @@ class KafkaServer:
                 pass
             except (ValueError, AdminOperationError) as e:
                 log.warning("Could not auto-create topic %s: %s", topic, e)
+
+    def _create_topic(self, topic: str, replicas: dict, configs: dict) -> None:
+        ZkAdmin(client=self.zk).create_topic(topic, replicas, configs)
 
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
@@ -166,6 +175,8 @@ class KafkaServer:
             self.config_watcher.stop()
         if self.controller is not None:
             self.controller.shutdown()
+        if self.group_coordinator is not None:
+            self.group_coordinator.stop()
         if self.listener is not None:
             self.listener.stop(timeout=2)
         if self.log_cleaner is not None:

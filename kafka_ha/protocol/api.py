@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 
+from kafka_ha.protocol.group_apis import GROUP_SCHEMAS
 from kafka_ha.protocol.schema import (
     BOOLEAN, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
     Array, Struct)
@@ -27,6 +28,12 @@ class ApiKey(enum.IntEnum):
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     OFFSETS_FOR_LEADER_EPOCH = 23
 
@@ -229,44 +236,11 @@ _define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
     Struct(("partition_index", INT32), ("error_code", INT16),
            ("timestamp", INT64), ("offset", INT64))))
 
-# -- Group coordination subset (8-10) -----------------------------------------
+# -- Group APIs (8-16): their own module --------------------------------------
 
-_define(ApiKey.FIND_COORDINATOR, range(0, 1), Struct(("key", STRING)), Struct(
-    ("error_code", INT16), ("node_id", INT32), ("host", STRING), ("port", INT32)))
-
-
-def _offset_commit_request(version: int) -> Struct:
-    partition = [("partition_index", INT32), ("committed_offset", INT64)]
-    if version == 1:
-        partition.append(("commit_timestamp", INT64))
-    partition.append(("committed_metadata", NULLABLE_STRING))
-    fields = [("group_id", STRING)]
-    if version >= 1:
-        fields += [("generation_id", INT32), ("member_id", STRING)]
-    if version >= 2:
-        fields.append(("retention_time_ms", INT64))
-    topic = Struct(("name", STRING), ("partitions", Array(Struct(*partition))))
-    fields.append(("topics", Array(topic)))
-    return Struct(*fields)
-
-
-_COMMITTED_PARTITION = Struct(("partition_index", INT32), ("error_code", INT16))
-_OFFSET_COMMIT_RESPONSE = Struct(("topics", Array(Struct(
-    ("name", STRING), ("partitions", Array(_COMMITTED_PARTITION))))))
-for _v in range(0, 3):
-    _define(ApiKey.OFFSET_COMMIT, range(_v, _v + 1),
-            _offset_commit_request(_v), _OFFSET_COMMIT_RESPONSE)
-del _v
-
-# v0 (ZooKeeper-stored) and v1 (Kafka-stored) share one layout.
-_FETCHED_OFFSET = Struct(
-    ("partition_index", INT32), ("committed_offset", INT64),
-    ("metadata", NULLABLE_STRING), ("error_code", INT16))
-_define(ApiKey.OFFSET_FETCH, range(0, 2),
-        Struct(("group_id", STRING), ("topics", Array(Struct(
-            ("name", STRING), ("partition_indexes", Array(INT32)))))),
-        Struct(("topics", Array(Struct(
-            ("name", STRING), ("partitions", Array(_FETCHED_OFFSET)))))))
+for (_key, _version), (_request, _response) in GROUP_SCHEMAS.items():
+    _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
+del _key, _version, _request, _response
 
 # -- Version table and headers -------------------------------------------------
 

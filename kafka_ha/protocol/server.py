@@ -5,7 +5,12 @@ response, and only then reads the next frame.  That gives the ordering Kafka
 promises (on each connection, responses leave in the order of the requests) even
 when the handler blocks, e.g. on a long-polling Fetch, and it bounds memory to
 one request per connection (plus the frame reader's 16 KiB receive buffer,
-``stream_io``).  Across connections, an optional :class:`RequestMemoryPool`
+``stream_io``).  The exception is a handler that returns a ``DeferredResponse``
+(an acks=all Produce that has appended and waits for its replicas): the
+connection goes on reading and handling requests, and a writer greenlet sends
+the answers in request order as each is finished (``_Answers``).  At most
+``MAX_PENDING_RESPONSES`` answers wait per connection; past that the
+connection is not read, as Kafka mutes a channel.  Across connections, an optional :class:`RequestMemoryPool`
 bounds the bytes of all large requests being read or served: each frame larger
 than a connection's receive buffer reserves its size before its body is read
 and releases it once answered.
@@ -25,12 +30,16 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Callable, Optional
 
+import gevent
+from gevent.event import Event
 from gevent.server import StreamServer
 
+from kafka_ha import cooperative
 from kafka_ha.protocol.api import ApiKey, api_versions_entries, is_supported
+from kafka_ha.protocol.deferred import DeferredResponse
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.file_region import FileRegions, ShortFileRegion
 from kafka_ha.protocol.framing import (RequestHeader, decode_request, encode_response,
@@ -43,6 +52,10 @@ from kafka_ha.protocol.stream_io import (BUFFER_BYTES, FrameReader, FrameSizeErr
 Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600
+# Answers queued on one connection behind one still being finished (Kafka's
+# queued.max.requests is 500 for a whole broker; this is per connection, and each
+# queued answer is small: a Produce's offsets, or a Fetch's file regions).
+MAX_PENDING_RESPONSES = 500
 
 
 class _CloseConnection(Exception):
@@ -99,6 +112,7 @@ class ProtocolServer:
             return
         self._connections_per_ip[ip] += 1
         deadline: list[float | None] = [None]   # set while a frame's body is being read
+        answers: _Answers | None = None
         try:
             # As Kafka's acceptor does: a response must not wait for the ACK
             # of the previous one (Nagle), or small answers stall by tens of ms.
@@ -127,15 +141,25 @@ class ProtocolServer:
                 if self.request_read_timeout_s is not None:
                     deadline[0] = time.monotonic() + self.request_read_timeout_s
 
+            answers = _Answers(self, sock, peer)
+            sliced_at = time.monotonic()
             while True:
+                # Pipelined requests already in the socket buffer are read without
+                # waiting, so the hub would never poll in between: pause once per
+                # slice (1,000 pipelined Produce requests held a broker's loop for
+                # 12 s, past its ZooKeeper session).
+                if time.monotonic() - sliced_at >= cooperative.SLICE_MS / 1000:
+                    cooperative.yield_to_io()
+                    sliced_at = time.monotonic()
                 try:
                     frame = self._read_frame(reader, recv_into, peer, reserve)
                     if frame is None:
+                        answers.drain()       # the client may still read what it asked for
                         return
                     if deadline[0] is not None:
                         deadline[0] = None
                         sock.settimeout(self.idle_timeout_s)
-                    self._dispatch(sock, peer, frame)
+                    self._dispatch(answers, peer, frame)
                 finally:
                     if reserved[0]:
                         self.memory_pool.release(reserved[0])
@@ -153,6 +177,8 @@ class ProtocolServer:
             # Resets and broken pipes are routine client behaviour.
             self.log.debug("connection from %s failed: %s", peer, exc)
         finally:
+            if answers is not None:
+                answers.discard()
             sock.close()
             self._connections_per_ip[ip] -= 1
             if not self._connections_per_ip[ip]:
@@ -172,7 +198,7 @@ class ProtocolServer:
             self.log.warning("closing connection from %s: %s", peer, exc)
         raise _CloseConnection()
 
-    def _dispatch(self, sock: Any, peer: str, frame: bytearray) -> None:
+    def _dispatch(self, answers: "_Answers", peer: str, frame: bytearray) -> None:
         try:
             header, body = decode_request(frame)
         except ProtocolError as exc:
@@ -180,13 +206,16 @@ class ProtocolServer:
                              peer, exc)
             raise _CloseConnection() from None
         if not is_supported(header.api_key, header.api_version):
-            send_all(sock, self._unsupported(header, peer))
+            answers.add(header, [self._unsupported(header, peer)])
             return
         try:
             result = self.handler(header, body)
             if result is None:
                 return
             response_body, version = result
+            if isinstance(response_body, DeferredResponse):
+                answers.add(header, _Deferred(response_body, version))
+                return
             parts = encode_response_parts(header.correlation_id, header.api_key,
                                           version, response_body)
         except ProtocolError as exc:
@@ -195,11 +224,14 @@ class ProtocolServer:
                              header.api_version, header.correlation_id, exc)
             raise _CloseConnection() from None
         except Exception:
-            self.log.exception("closing connection from %s: handler failed on %s v%d "
-                               "(correlation id %d)", peer, _key_name(header.api_key),
-                               header.api_version, header.correlation_id)
+            self._log_handler_failure(peer, header)
             raise _CloseConnection() from None
-        self._send(sock, peer, parts)
+        answers.add(header, parts)
+
+    def _log_handler_failure(self, peer: str, header: RequestHeader) -> None:
+        self.log.exception("closing connection from %s: handler failed on %s v%d "
+                           "(correlation id %d)", peer, _key_name(header.api_key),
+                           header.api_version, header.correlation_id)
 
     def _send(self, sock: Any, peer: str, parts: list) -> None:
         """Write one response: buffers with send_all, file regions with sendfile."""
@@ -241,6 +273,97 @@ class ProtocolServer:
             "error_code": ErrorCode.UNSUPPORTED_VERSION,
             "api_keys": api_versions_entries(),
         })
+
+
+class _Deferred:
+    __slots__ = ("response", "version")
+
+    def __init__(self, response: DeferredResponse, version: int) -> None:
+        self.response, self.version = response, version
+
+
+class _Answers:
+    """One connection's answers, sent in request order.
+
+    While nothing waits, an answer is sent at once by the reading greenlet, as
+    before deferred answers existed.  Once one is deferred, it and every answer
+    after it queue, and a writer greenlet finishes and sends them in order.
+    """
+
+    def __init__(self, server: ProtocolServer, sock: Any, peer: str) -> None:
+        self.server, self.sock, self.peer = server, sock, peer
+        self.queue: deque[tuple[RequestHeader, Any]] = deque()
+        self.writer: gevent.Greenlet | None = None
+        self.room = Event()
+        self.room.set()
+        self.broken = False
+
+    def add(self, header: RequestHeader, answer: Any) -> None:
+        """``answer``: the encoded parts, or a ``_Deferred``."""
+        if self.broken:
+            raise _CloseConnection()
+        if not self.queue and not isinstance(answer, _Deferred):
+            self.server._send(self.sock, self.peer, answer)
+            return
+        while len(self.queue) >= MAX_PENDING_RESPONSES:
+            self.room.clear()
+            self.room.wait()            # the connection is not read meanwhile
+            if self.broken:
+                _close_regions(answer)
+                raise _CloseConnection()
+        self.queue.append((header, answer))
+        if self.writer is None:
+            self.writer = gevent.spawn(self._write)
+
+    def _write(self) -> None:
+        try:
+            while self.queue:
+                header, answer = self.queue[0]
+                if isinstance(answer, _Deferred):
+                    try:
+                        body = answer.response.finish()
+                        answer = encode_response_parts(header.correlation_id, header.api_key,
+                                                       answer.version, body)
+                    except Exception:
+                        self.server._log_handler_failure(self.peer, header)
+                        raise _CloseConnection() from None
+                    self.queue[0] = (header, answer)
+                self.server._send(self.sock, self.peer, answer)
+                self.queue.popleft()
+                self.room.set()
+        except (_CloseConnection, OSError) as exc:
+            if isinstance(exc, OSError):
+                self.server.log.debug("connection from %s failed: %s", self.peer, exc)
+            self.broken = True
+            self.room.set()
+            # Wake the reading greenlet, which owns the socket and closes it.
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        finally:
+            self.writer = None
+
+    def drain(self) -> None:
+        """Wait until every queued answer is sent (the client stopped sending)."""
+        writer = self.writer
+        if writer is not None:
+            writer.join()
+
+    def discard(self) -> None:
+        """The connection is closing: stop the writer, free what unsent answers hold."""
+        writer = self.writer
+        if writer is not None and writer is not gevent.getcurrent():
+            writer.kill()
+        while self.queue:
+            _close_regions(self.queue.popleft()[1])
+
+
+def _close_regions(answer: Any) -> None:
+    if isinstance(answer, list):
+        for part in answer:
+            if isinstance(part, FileRegions):
+                part.close()
 
 
 def _set_cork(sock: Any, on: int) -> None:

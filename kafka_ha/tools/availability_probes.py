@@ -5,7 +5,8 @@
   work in the broker, so a slow answer is time the broker's event loop spent on
   something else (the loop stall a ZooKeeper heartbeat suffers too).
 - ``python -m kafka_ha.tools.availability_probes produce ...``: a producer process
-  (the project's own, with Kafka's producer defaults for retries) that connects,
+  (the project's own, or with ``--client confluent`` confluent-kafka's librdkafka,
+  each with Kafka's producer defaults for retries) that connects,
   loads metadata, waits for ``go`` on stdin, then sends one record to each given
   partition and prints, as JSON, the wall-clock time each one was acknowledged.
   It runs in a process of its own so that its retries and waits are not slowed by
@@ -131,6 +132,40 @@ def produce_each(args: argparse.Namespace) -> dict:
     return {"started": started, "acked": acked, "failed": failed}
 
 
+def produce_each_confluent(args: argparse.Namespace) -> dict:
+    """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from."""
+    from confluent_kafka import Producer
+
+    partitions = [int(p) for p in args.partitions.split(",") if p]
+    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks,
+                         "request.timeout.ms": args.request_timeout_ms,
+                         "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
+                         "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"})
+    producer.list_topics(args.topic, timeout=30)     # metadata before the clock starts
+    print("ready", flush=True)
+    sys.stdin.readline()
+    started = time.time()
+    acked: dict[int, float] = {}
+    failed: dict[int, str] = {}
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            acked[msg.partition()] = time.time()
+        else:
+            failed[msg.partition()] = str(err)
+
+    for p in partitions:
+        producer.produce(args.topic, b"x" * 100, partition=p, on_delivery=delivered)
+    deadline = time.monotonic() + args.delivery_timeout_ms / 1000 + 10
+    while len(acked) + len(failed) < len(partitions) and time.monotonic() < deadline:
+        producer.poll(0.01)                # delivery callbacks run here: stamps are +-10 ms
+    producer.flush(1)
+    return {"started": started, "acked": acked, "failed": failed}
+
+
+CLIENTS = {"kafka_ha": produce_each, "confluent": produce_each_confluent}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="availability_probes", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--acks", default="all")
     produce.add_argument("--request-timeout-ms", type=int, default=30000)
     produce.add_argument("--delivery-timeout-ms", type=int, default=120000)
+    produce.add_argument("--client", choices=sorted(CLIENTS), default="kafka_ha")
     args = p.parse_args(argv)
-    print(json.dumps(produce_each(args)), flush=True)
+    print(json.dumps(CLIENTS[args.client](args)), flush=True)
     return 0
 
 

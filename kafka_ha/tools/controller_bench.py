@@ -35,6 +35,7 @@ from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
 from kafka_ha.zk.bench_store import BenchStore
+from kafka_ha.zk.errors import ZkBadVersion, ZkRolledBack
 
 ZK_SESSION_TIMEOUT_MS = 10000
 ZK_CONNECTION_TIMEOUT_MS = 15000
@@ -43,7 +44,8 @@ HANDLED = re.compile(r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] INFO Broker failure \[(?P<
                      r"written .* in (?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms",
                      re.M)
 LOADED = re.compile(r"Controller (?P<id>\d+) epoch (?P<epoch>\d+): loaded \d+ brokers, \d+ topics, "
-                    r"(?P<partitions>\d+) partitions in (?P<load_ms>\d+) ms; failover done in "
+                    r"(?P<partitions>\d+) partitions in (?P<load_ms>\d+) ms; "
+                    r"(?:first UpdateMetadata sent at (?P<announced_ms>\d+) ms; )?failover done in "
                     r"(?P<failover_ms>\d+) ms")
 
 
@@ -145,10 +147,18 @@ class Bench:
 
     def floor(self, zk: BenchStore, tps: list) -> float:
         """Raw kazoo: conditional rewrite of these state znodes in pipelined 1000-op multis."""
-        snapshot = zk.snapshot_states(tps)
-        started = time.monotonic()
-        zk.rewrite_unchanged(snapshot)
-        return (time.monotonic() - started) * 1000
+        for attempt in range(5):
+            snapshot = zk.snapshot_states(tps)
+            started = time.monotonic()
+            try:
+                zk.rewrite_unchanged(snapshot)
+            except (ZkRolledBack, ZkBadVersion):
+                # A leader changed an ISR between the read and the write (the
+                # cluster still runs): read again; only a clean pass is timed.
+                progress(f"floor: a state changed underneath (attempt {attempt + 1}); again")
+                continue
+            return (time.monotonic() - started) * 1000
+        raise RuntimeError("the floor's rewrite met a changing state five times")
 
     def load(self, cluster: LocalCluster, zk: BenchStore) -> dict:
         wait_for(lambda: len(zk.live_broker_ids()) == 3, 120, "3 live brokers")
@@ -164,6 +174,7 @@ class Bench:
             return None
         m = wait_for(new_controller_line, self.args.session_timeout_ms / 1000 + 600, "a new controller")
         return {"load_ms": int(m["load_ms"]), "failover_ms": int(m["failover_ms"]),
+                "first_update_metadata_ms": int(m["announced_ms"]) if m["announced_ms"] else None,
                 "partitions": int(m["partitions"])}
 
     def run_size(self, partitions: int, reelect: bool) -> None:
@@ -264,11 +275,15 @@ def tables(rows: list[dict], watches: dict | None) -> list[Table]:
                   ("led by the dead broker", "", 0), ("states rewritten", "", 0),
                   ("deletion -> states written", "ms", 0), ("deletion -> LeaderAndIsr acked", "ms", 0),
                   ("controller write time", "ms", 0), ("floor: raw kazoo multis", "ms", 0),
-                  ("new controller load", "ms", 0), ("failover done", "ms", 0)])
+                  ("new controller load", "ms", 0), ("first UpdateMetadata sent", "ms", 0),
+                  ("failover done", "ms", 0)],
+                 note="A new controller's times run from its election win (Kafka 1.1's target: "
+                      "failover at 100k partitions, to the first UpdateMetadata, in 8 s or less).")
     for r in rows:
         main.rows.append([r["partitions"], r["create_s"], r.get("led"), r.get("written"),
                           r.get("written_ms"), r.get("acked_ms"), r.get("event_write_ms"),
-                          r.get("floor_ms"), r["load_ms"], r["failover_ms"]])
+                          r.get("floor_ms"), r["load_ms"], r.get("first_update_metadata_ms"),
+                          r["failover_ms"]])
     out = [main]
     if watches:
         out.append(Table("ZooKeeper watches on 3 brokers (wchs, summed over the ensemble)",

@@ -14,6 +14,9 @@ the same run measures:
   its baseline, under the same load, is a 1 KiB message relayed through the
   same hops by plain blocking-socket processes (client -> "leader" ->
   "follower" -> "leader" -> client): what the machine itself costs;
+- the client ceiling (``client_ceiling.py``): the same confluent-kafka producer,
+  acks=all, into a null sink that acknowledges without storing and into the
+  cluster, 1 KiB and 100-byte records, with the brokers' CPU per MB;
 - with ``--load-curve``, the long-polling latency again at other fractions of
   the peak (0 = no background producer), to show where the tail comes from.
 Each produce run is repeated (``--repeat``); the table shows the median run
@@ -40,6 +43,7 @@ from pathlib import Path
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.log.segment import FileSlice
 from kafka_ha.protocol.file_region import FileRegions
+from kafka_ha.tools import client_ceiling
 from kafka_ha.tools.controller_bench import free_ports
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
@@ -285,7 +289,11 @@ def method(args: argparse.Namespace) -> str:
             f"Python processes copying 512 MiB (for throughput), and a 1 KiB message relayed over "
             f"the same hops (client, leader, follower, leader, client) by plain blocking-socket "
             f"processes under the same load (for latency). Serving fetch data compares pread + "
-            f"sendall with sendfile from a log file in the page cache.")
+            f"sendall with sendfile from a log file in the page cache. The client ceiling: one "
+            f"confluent-kafka producer (acks=all, linger.ms=5, batch.size=64 KiB, no compression) "
+            f"into a null sink on the project's protocol server that acknowledges every Produce "
+            f"without storing it, and the same producer into the cluster, interleaved, "
+            f"{args.repeat} runs each.")
 
 
 def tables(results: dict) -> list[Table]:
@@ -299,6 +307,10 @@ def tables(results: dict) -> list[Table]:
                                 r["brokers_ms_per_mb"]])
     c = results["consume"]
     throughput.rows.append(["consume 1 KiB (from the leaders)", c["msgs"], c["mb"]] + [None] * 6)
+    ceiling = Table(f"Client ceiling: the same confluent-kafka producer into a null sink and into "
+                    f"the cluster (median of {results['repeat']} runs)",
+                    client_ceiling.CEILING_COLUMNS,
+                    client_ceiling.ceiling_table_rows(results["client_ceiling"]))
     latency = Table(f"End-to-end latency, 1 KiB, acks=all, background producer at "
                     f"{results['background_msgs_s']} msgs/s (10% of the acks=all peak)",
                     [("consumer", "", 0), ("avg", "ms", 2), ("p50", "ms", 2), ("p99", "ms", 2),
@@ -308,7 +320,7 @@ def tables(results: dict) -> list[Table]:
     f = results["relay"]
     latency.rows.append(["baseline: plain blocking-socket processes relaying the same hops, same load",
                          f["avg"], f["p50"], f["p99"], f["p999"]])
-    out = [throughput, latency]
+    out = [throughput, ceiling, latency]
     if results["load_curve"]:
         out.append(Table("End-to-end latency against background load (long-polling consumer, "
                          "3000 messages a row)",
@@ -336,8 +348,8 @@ def ratios(results: dict) -> list[dict]:
            ratio("consume 1 KiB", results["consume"]["mb"], "raw loopback socket copy", copy, "MB/s")]
     for r in results["e2e"]:
         out.append(ratio(f"end-to-end p99, {r['consumer']}", r["p99"],
-                         "plain-socket relay p99, same hops, same load", relay, "ms"))
-    return out
+                         "plain-socket relay p99, same hops, same load", relay, "ms", goal="<= 3"))
+    return out + client_ceiling.ceiling_ratios(results["client_ceiling"], ratio)
 
 
 def plots(results: dict) -> list[dict]:
@@ -408,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                     runs.setdefault((size, acks), []).append(
                         produce(bootstrap, topic, args.records, size, acks, broker_pids=broker_pids))
         medians = {key: median_run(r) for key, r in runs.items()}
+        print("client ceiling: confluent-kafka into a null sink and into the cluster ...", file=sys.stderr)
+        ceiling = client_ceiling.ceiling_runs(bootstrap, {1024: "bench-1k", 100: "bench-100"},
+                                              args.repeat, broker_pids)
         print("consume ...", file=sys.stderr)
         consumed = consume(bootstrap, "bench-1k", 2 * args.repeat * args.records)
         peak = medians[(1024, "all")]["msgs"]
@@ -427,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                    "produce": [dict(r, size=size, acks=acks) for (size, acks), r in medians.items()],
                    "consume": consumed, "background_msgs_s": int(peak / 10),
                    "e2e": [dict(r, consumer=name) for name, r in latency.items()], "relay": floor,
-                   "load_curve": curve,
+                   "load_curve": curve, "client_ceiling": ceiling,
                    "fetch_serving": [{"response_bytes": size, "method": name, "mb_s": mbs,
                                       "sender_cpu_s_per_gib": cpu}
                                      for size, name, mbs, cpu in serving]}

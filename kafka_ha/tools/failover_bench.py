@@ -4,7 +4,8 @@ For each size (one topic of N partitions, RF 3 over 3 brokers, min.insync.replic
 a real 3-node ZooKeeper ensemble and real broker processes):
 
 1. the topic is created (its znode written directly) and every partition gets one
-   acks=all record from the project's producer; an ApiVersions probe to every broker
+   acks=all record from the producer (``--client``: the project's own or
+   confluent-kafka); an ApiVersions probe to every broker
    every ``--probe-interval-ms`` measures how long each broker's event loop stalls
    while it creates the partitions and while it takes those first writes;
 2. two producer processes (acks=all and acks=1, Kafka's producer defaults: retries
@@ -17,6 +18,10 @@ a real 3-node ZooKeeper ensemble and real broker processes):
    LeaderAndIsr applied on each survivor, follower truncation done, the new
    leader's high watermark at its epoch's start (the ISR confirmed it), the
    first acks=all acknowledgement;
+   With ``--scenario shutdown`` the victim is stopped with SIGTERM instead: a
+   controlled shutdown, in which the controller moves its leaderships before it
+   exits; the phases are then the victim's and the controller's shutdown lines
+   and the process's exit.
 5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus the time
    ZooKeeper takes to rewrite the same state znodes unchanged in pipelined multis
    (``BenchStore.rewrite_unchanged``; after everything else, since it bumps their
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,11 +62,13 @@ TOPIC = "failover"
 class ProducerProcess:
     """``availability_probes produce`` in a child process: ready once it has metadata."""
 
-    def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int,
+                 client: str = "kafka_ha") -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
              bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
-             "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000"],
+             "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000",
+             "--client", client],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the acks={acks} producer did not start")
@@ -111,21 +119,23 @@ class FailoverBench:
                 zk.partition_states(TopicPartition(TOPIC, p) for p in range(n)).items()}
 
     def produce_all(self, bootstrap: str, partitions: list[int], acks: str) -> dict:
-        producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms)
+        producer = ProducerProcess(bootstrap, partitions, acks, self.args.request_timeout_ms,
+                                   self.args.client)
         producer.go()
         return producer.result(timeout_s=400)
 
-    def run_size(self, n: int) -> dict:
-        print(f"# {n} partitions", file=sys.stderr, flush=True)
-        cluster, zk = self.cluster(f"failover-{n}")
-        row: dict = {"partitions": n, "session_timeout_ms": self.args.session_timeout_ms,
+    def run_size(self, n: int, scenario: str = "kill") -> dict:
+        print(f"# {n} partitions, {scenario}", file=sys.stderr, flush=True)
+        cluster, zk = self.cluster(f"{scenario}-{n}")
+        row: dict = {"partitions": n, "scenario": scenario, "client": self.args.client,
+                     "session_timeout_ms": self.args.session_timeout_ms,
                      "request_timeout_ms": self.args.request_timeout_ms}
         probe = LoopProbe({b: cluster.port(b) for b in cluster.broker_ids},
                           self.args.probe_interval_ms / 1000)
         try:
             with probe:
                 row.update(self.create_and_write(cluster, zk, n, probe))
-                row.update(self.failover(cluster, zk, n, probe))
+                row.update(self.failover(cluster, zk, n, probe, scenario))
             row["floor_write_ms"] = ControllerBench.floor(None, zk, [TopicPartition(TOPIC, p)
                                                                      for p in range(n)])
             row["floor_s"] = self.args.session_timeout_ms / 1000 + row["floor_write_ms"] / 1000
@@ -155,7 +165,8 @@ class FailoverBench:
                 "stall_create": probe.summary(started, created),
                 "stall_first_write": probe.summary(created, written)}
 
-    def failover(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe) -> dict:
+    def failover(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe,
+                 scenario: str) -> dict:
         controller = zk.controller_id()
         states = self.states(zk, n)
         led = {b: [p for p, s in states.items() if s.leader == b] for b in cluster.broker_ids}
@@ -164,7 +175,7 @@ class FailoverBench:
         survivors = [b for b in cluster.broker_ids if b != victim]
         producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
                                            cluster.bootstrap_of([victim]), partitions, acks,
-                                           self.args.request_timeout_ms)
+                                           self.args.request_timeout_ms, self.args.client)
                      for acks in ("all", "1")}
         deleted = threading.Event()
         deleted_at: list[float] = []
@@ -176,23 +187,43 @@ class FailoverBench:
         victim_stall = probe.summary(time.time() - 10)
         probe.stop_broker(victim)
         killed_at = time.time()
-        cluster.kill_broker(victim)
+        if scenario == "shutdown":
+            cluster.kill_broker(victim, signal.SIGTERM, wait=False)
+        else:
+            cluster.kill_broker(victim)
         for p in producers.values():
             p.go()
-        progress(f"killed broker {victim} (leader of {len(partitions)}); controller is {controller}")
+        progress(f"{'stopped' if scenario == 'shutdown' else 'killed'} broker {victim} "
+                 f"(leader of {len(partitions)}); controller is {controller}")
         results = {acks: p.result(timeout_s=400) for acks, p in producers.items()}
-        if not deleted.wait(60):
+        if not deleted.wait(120):
             raise TimeoutError("the victim's registration did not go away")
+        exited_at = wait_for(lambda: time.time() if cluster.broker_pid(victim) is None else None,
+                             120, "the victim's exit")
         done = time.time()
         row = {"victim": victim, "controller": controller, "led": len(partitions),
                "victim_stall_before_kill": victim_stall,
                "registration_deleted_s": deleted_at[0] - killed_at,
+               "exited_s": exited_at - killed_at,
                "stall_failover": probe.summary(killed_at, done)}
         for acks, r in results.items():
             row[f"acks_{acks}"] = tl.percentiles([t - killed_at for t in r["acked"].values()])
             row[f"acks_{acks}_failed"] = len(r["failed"])
         row["phases"] = self.timeline(cluster, victim, controller, survivors, partitions, killed_at,
                                       deleted_at[0], results["all"])
+        if scenario == "shutdown":
+            rel = (lambda t: None if t is None else round(t - killed_at, 3))
+            succeeded = tl.last_match(tl.SHUTDOWN_SUCCEEDED, log_text(cluster, victim, "server.log"),
+                                      killed_at)
+            row["shutdown_s"] = rel(succeeded)
+            row["phases"] = {
+                "controller: controlled shutdown handled (last)": rel(tl.last_match(
+                    tl.SHUTDOWN_HANDLED, log_text(cluster, controller, "controller.log"), killed_at)),
+                "victim: controlled shutdown succeeded": rel(succeeded),
+                "victim: registration deleted": rel(deleted_at[0]),
+                "victim: process exited": rel(exited_at),
+                **{k: v for k, v in row["phases"].items() if k.startswith("broker ")
+                   or k.startswith("new leader") or k.startswith("first") or k.startswith("ISR")}}
         return row
 
     def timeline(self, cluster: LocalCluster, victim: int, controller: int, survivors: list[int],
@@ -227,12 +258,15 @@ class FailoverBench:
         return phases
 
 
+CLIENT_NAMES = {"kafka_ha": "the project's own", "confluent": "confluent-kafka"}
+
+
 def method(args: argparse.Namespace) -> str:
     return (f"One topic of N partitions, RF 3 over 3 brokers, min.insync.replicas 2, a real 3-node "
             f"ZooKeeper ensemble and real broker processes, session timeout "
             f"{args.session_timeout_ms} ms. Every partition first gets one acks=all record. Then the "
             f"broker (not the controller) that leads the most partitions is killed with SIGKILL, and "
-            f"two producer processes (Kafka's producer defaults: retries without end, 100 ms backoff, "
+            f"two producer processes ({CLIENT_NAMES[args.client]}, Kafka's producer defaults: retries without end, 100 ms backoff, "
             f"{args.request_timeout_ms} ms request timeout) send one record to each partition it "
             f"led, one with acks=all and one with acks=1: the window is the time from the kill to "
             f"each acknowledgement. Baselines in the same run: the floor, the session timeout plus "
@@ -254,8 +288,8 @@ def phase_cell(v) -> str | float | None:
 
 
 def tables(rows: list[dict]) -> list[Table]:
-    window = Table("Unavailability window after the kill, as the producers saw it",
-                   [("partitions", "", 0), ("led by the victim", "", 0), ("acks=all p50", "s", 2),
+    window = Table("Unavailability window after the kill (or SIGTERM), as the producers saw it",
+                   [("scenario", "", 0), ("partitions", "", 0), ("led by the victim", "", 0), ("acks=all p50", "s", 2),
                     ("acks=all max", "s", 2), ("acks=1 p50", "s", 2), ("acks=1 max", "s", 2),
                     ("floor (session + raw writes)", "s", 2), ("records not acknowledged", "", 0),
                     ("longest loop stall: create", "ms", 0), ("first writes", "ms", 0),
@@ -266,28 +300,44 @@ def tables(rows: list[dict]) -> list[Table]:
     out = [window]
     for r in rows:
         a, b = r["acks_all"], r["acks_1"]
-        window.rows.append([r["partitions"], r["led"], a["p50"], a["max"], b["p50"], b["max"],
+        window.rows.append([SCENARIOS[r.get("scenario", "kill")], r["partitions"], r["led"], a["p50"], a["max"], b["p50"], b["max"],
                             r["floor_s"], r["acks_all_failed"] + r["acks_1_failed"],
                             longest_stall(r["stall_create"]), longest_stall(r["stall_first_write"]),
                             longest_stall(r["stall_failover"])])
-        out.append(Table(f"Phases at {r['partitions']} partitions, seconds after the kill",
+        out.append(Table(f"Phases at {r['partitions']} partitions, seconds after the "
+                         f"{'SIGTERM' if r.get('scenario') == 'shutdown' else 'kill'}",
                          [("phase", "", 0), ("at", "s", 2)],
                          [[name, phase_cell(v)] for name, v in r["phases"].items()]))
     return out
+
+
+SCENARIOS = {"kill": "kill -9", "shutdown": "controlled shutdown"}
 
 
 def ratios(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         at_all = r["acks_all"]["max"]
+        if r.get("scenario") == "shutdown":
+            n = r["partitions"]
+            out.append(ratio(f"controlled shutdown done (victim's log), {n} partitions",
+                             r["shutdown_s"], "raw multis rewriting the same states",
+                             r["floor_write_ms"] / 1000, "s", goal="<= 3 s at 10k per broker"))
+            out.append(ratio(f"acks=all writable throughout (max), controlled shutdown, {n} partitions",
+                             at_all, "acks=1 (max)", r["acks_1"]["max"], "s"))
+            continue
         out.append(ratio(f"acks=all writable again (max), {r['partitions']} partitions", at_all,
-                         "floor: session timeout + raw multis", r["floor_s"], "s"))
+                         "floor: session timeout + raw multis", r["floor_s"], "s",
+                         goal="<= floor + 1.5 s"))
         out.append(ratio(f"acks=all writable again (max), {r['partitions']} partitions", at_all,
                          "acks=1 writable again (max)", r["acks_1"]["max"], "s"))
     return out
 
 
 def plots(rows: list[dict]) -> list[dict]:
+    rows = [r for r in rows if r.get("scenario", "kill") == "kill"]
+    if not rows:
+        return []
     return [{"file": "failover-window", "kind": "bar",
              "title": "Unavailability after kill -9 of a leader, by partition count",
              "x_label": "partitions in the topic (the victim led a third)",
@@ -304,18 +354,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--request-timeout-ms", type=int, default=30000, help="the producers' (Kafka's default)")
     p.add_argument("--probe-interval-ms", type=int, default=50, help="ApiVersions loop probe interval")
+    p.add_argument("--scenario", default="kill",
+                   help="comma list of kill (kill -9 of the victim) and shutdown (SIGTERM: a "
+                        "controlled shutdown); default kill")
+    p.add_argument("--client", choices=sorted(CLIENT_NAMES), default="kafka_ha",
+                   help="the producers: the project's own or confluent-kafka (librdkafka)")
     add_output_options(p, "failover", "--output")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
     args = p.parse_args(argv)
+    scenarios = [x for x in args.scenario.split(",") if x]
+    for scenario in scenarios:
+        if scenario not in ("kill", "shutdown"):
+            p.error(f"unknown scenario {scenario!r}: kill or shutdown")
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-failover-")
     run = Run("failover", "Availability after kill -9 of a leader", "bin/kafka-failover-bench.sh",
               argv)
     ensemble = start_ensemble(Path(args.dir) / "zk")
     rows = []
     try:
-        for n in [int(x) for x in args.partitions.split(",") if x]:
-            rows.append(FailoverBench(args, ensemble).run_size(n))
+        for scenario in scenarios:
+            for n in [int(x) for x in args.partitions.split(",") if x]:
+                rows.append(FailoverBench(args, ensemble).run_size(n, scenario))
     finally:
         ensemble.stop()
     data = run.write(args.json, method=method(args), results={"runs": rows}, ratios=ratios(rows),

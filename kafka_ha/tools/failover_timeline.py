@@ -26,6 +26,12 @@ ISR_AT_EPOCH_START = re.compile(
 TRUNCATED = re.compile(
     STAMP + r"INFO Broker (?P<broker>\d+): truncation by leader epoch done for (?P<done>\d+) "
     r"partition\(s\) of leader (?P<leader>\d+)", re.M)
+# broker/controlled_shutdown.py, on the broker that shuts down.
+SHUTDOWN_SUCCEEDED = re.compile(STAMP + r"INFO Controlled shutdown of broker (?P<broker>\d+) succeeded",
+                                re.M)
+# controller/controlled_shutdown.py, each time the controller moves the broker's work.
+SHUTDOWN_HANDLED = re.compile(STAMP + r"INFO Controlled shutdown of broker (?P<broker>\d+): "
+                              r"(?P<changed>\d+) partitions changed, (?P<left>\d+) still led by it", re.M)
 EXPANDING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Expanding ISR",
                        re.M)
 SHRINKING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Shrinking ISR",

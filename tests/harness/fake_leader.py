@@ -54,6 +54,7 @@ class FakeLeader:
         self.sessions = False
         self.forgotten: list[TopicPartition] = []   # what incremental fetches asked to forget
         self.requests: list[int] = []               # API keys, in order
+        self.fetch_waits: list[tuple[int, int]] = []  # (index in requests, max_wait_ms) per Fetch
         self.fetches: list[tuple[int, int]] = []    # (session id, session epoch) of each Fetch
         self.connections = 0
 
@@ -89,6 +90,7 @@ class FakeConnection:
                 self._log_start(TopicPartition(t["name"], p["partition_index"]), p["timestamp"])
                 for p in t["partitions"]]} for t in body["topics"]]}
         assert api_key == ApiKey.FETCH
+        self.leader.fetch_waits.append((len(self.leader.requests) - 1, body["max_wait_ms"]))
         return self._fetch(body)
 
     def _epoch_end(self, tp, epoch):

@@ -5,6 +5,7 @@ import struct
 
 from kafka_ha.protocol.api import ApiKey, api_versions_entries
 from kafka_ha.protocol.errors import ErrorCode
+from tests.harness.group_samples import GROUP_REQUESTS, GROUP_RESPONSES
 
 K = ApiKey
 
@@ -154,6 +155,7 @@ REQUESTS = {
     **{(K.OFFSET_COMMIT, v): _offset_commit_request(v) for v in range(3)},
     **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
         {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
+    **GROUP_REQUESTS,
 }
 
 RESPONSES = {
@@ -184,6 +186,7 @@ RESPONSES = {
         {"partition_index": 0, "committed_offset": 77, "metadata": "", "error_code": 0},
         {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
        for v in range(2)},
+    **GROUP_RESPONSES,
 }
 
 

@@ -36,3 +36,15 @@ def test_cpu_accounting_sees_a_waited_child_and_a_live_process():
     finally:
         burner.kill()
         burner.wait()
+
+
+def test_the_null_sink_takes_a_confluent_producers_records_and_acknowledges_them_all():
+    """The ceiling is only a ceiling if the sink is a real protocol peer: librdkafka must
+    negotiate, load metadata, and get every record acknowledged (else produce_run raises)."""
+    pytest.importorskip("confluent_kafka")
+    from kafka_ha.tools.client_ceiling import SinkProcess, produce_in_child
+
+    with SinkProcess(partitions=3) as sink:
+        result = produce_in_child(sink.bootstrap, "ceiling", 20000, 100, "all")
+    assert result["msgs_s"] > 0 and result["mb_s"] > 0
+    assert result["producer_cpu_ms_per_mb"] > 0

@@ -66,15 +66,34 @@ def test_commit_and_fetch_offsets(cluster_factory):
         p.send("offsets", value=b"x", partition=i % 2)
     p.flush()
     p.close()
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="g1",
-                             enable_auto_commit=False)
     tp = TopicPartition("offsets", 1)
-    consumer.assign([tp])
-    consumer.seek(tp, 7)
-    consumer.commit({tp: kafka.OffsetAndMetadata(7, "", -1)})
-    assert consumer.committed(tp) == 7
-    consumer.close()
+
+    def commit(group, offset, **kw):
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                                 enable_auto_commit=False, **kw)
+        consumer.assign([tp])
+        consumer.commit({tp: kafka.OffsetAndMetadata(offset, "", -1)})
+        assert consumer.committed(tp) == offset
+        consumer.close()
+    # A 0.8.1 client commits with OffsetCommit v0: ZooKeeper, the 0.8 layout.
+    commit("g1", 7, api_version=(0, 8, 1))
     assert cluster.zk.get("/consumers/g1/offsets/offsets/1")[0] == b"7"
+    # A current one uses v2+: the offsets topic, read back by another client.
+    commit("g2", 9)
+    assert not cluster.zk.exists("/consumers/g2/offsets/offsets/1")
+
+    def committed(group):
+        reader = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group)
+        try:
+            return reader.committed(tp)
+        finally:
+            reader.close()
+    assert committed("g2") == 9
+    # What only ZooKeeper has (a v0 commit, or one from before the offsets topic) is
+    # found there: a group keeps its position across the upgrade.
+    assert committed("g1") == 7
+    commit("g1", 8)
+    assert committed("g1") == 8
 
 
 def test_keyed_acks_all_survive_broker_and_controller_kills(cluster_factory):

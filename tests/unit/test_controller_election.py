@@ -93,6 +93,34 @@ def test_failover_repairs_partitions_whose_brokers_died_without_a_controller():
     assert controller.channel.leader_and_isr(3)[TP].leader == 3
 
 
+def test_failover_sends_update_metadata_before_it_elects_anything():
+    """Kafka 2.x's onControllerFailover: every live broker gets UpdateMetadata with the
+    states as loaded (the new controller id, the live set) first; the elections for
+    brokers that died meanwhile follow.  With 100k partitions the elections take
+    seconds, and brokers should not wait that long to learn who the controller is."""
+    zk = FakeZooKeeper()
+    admin = zk.client()
+    prepare_namespace(admin)
+    write_topic(admin, "t", {0: (2, 3, 1), 1: (3, 1, 2)})
+    admin.create(zn.TopicPartitionStateZNode.path(*TP),
+                 zn.TopicPartitionStateZNode.encode(LeaderAndIsr(2, 4, (2, 3, 1), 1)),
+                 makepath=True)
+    admin.create(zn.TopicPartitionStateZNode.path("t", 1),
+                 zn.TopicPartitionStateZNode.encode(LeaderAndIsr(3, 0, (3, 1, 2), 1)),
+                 makepath=True)
+    FakeBrokers(zk).start(3)  # 2 is gone
+    controller = ControllerUnderTest(zk, 1).start()
+    first = controller.channel.requests[0]
+    assert first.api_key == ApiKey.UPDATE_METADATA
+    announced = {(s["topic"], s["partition"]): s["leader"] for s in first.body["partition_states"]}
+    assert announced == {("t", 0): 2, ("t", 1): 3}, "the states as loaded, before any election"
+    assert controller.channel.leader_and_isr(3)[TP].leader == 3
+    later = [r for r in controller.channel.sent(ApiKey.UPDATE_METADATA) if r is not first
+             and r.broker_id == first.broker_id]
+    assert any(s["leader"] == 3 and (s["topic"], s["partition"]) == ("t", 0)
+               for r in later for s in r.body["partition_states"]), "then the elected leader"
+
+
 def test_failover_skips_a_malformed_state_until_it_is_fixed():
     zk = FakeZooKeeper()
     admin = zk.client()

@@ -7,7 +7,7 @@ import socket
 import gevent
 import gevent.socket
 
-from kafka_ha.broker.cooperative import yield_to_io
+from kafka_ha.cooperative import yield_to_io
 
 
 def test_a_busy_loop_that_yields_lets_waiting_io_be_served():

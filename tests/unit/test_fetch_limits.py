@@ -58,7 +58,7 @@ def test_the_broker_caps_every_answer_at_fetch_max_bytes(plane, version):
 def test_many_partitions_are_read_with_yields_to_the_hub(tmp_path, monkeypatch):
     """A fetch of many partitions gives other greenlets a turn between them (every
     SLICE_MS of reading; zero here, so that the test does not depend on speed)."""
-    from kafka_ha.broker import cooperative
+    from kafka_ha import cooperative
     from kafka_ha.model import TopicPartition
 
     monkeypatch.setattr(cooperative, "SLICE_MS", 0)

@@ -8,6 +8,7 @@ has confirmed, and consumers never see past it.
 import pytest
 
 from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.protocol.deferred import resolved
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import Partition
 from kafka_ha.log.config import LogConfig
@@ -91,8 +92,8 @@ def test_hw_does_not_advance_while_isr_is_below_min_isr(tmp_path):
     assert produce(plane, b"only-on-the-leader") == 0
     assert partition.high_watermark == 0, "a lone leader must not commit under min.insync.replicas=2"
     assert fetch(plane, -1, 0) == ([], 0)
-    response = plane.produce({"acks": -1, "timeout_ms": 100, "topic_data": [
-        {"name": "p", "partition_data": [{"index": 0, "records": build_v2_batch([Record(None, b"x")])}]}]}, 2)
+    response = resolved(plane.produce({"acks": -1, "timeout_ms": 100, "topic_data": [
+        {"name": "p", "partition_data": [{"index": 0, "records": build_v2_batch([Record(None, b"x")])}]}]}, 2))
     assert response["responses"][0]["partition_responses"][0]["error_code"] == 19  # NOT_ENOUGH_REPLICAS
     assert partition.log.log_end_offset == 1, "a refused acks=all append writes nothing"
     manager.close()

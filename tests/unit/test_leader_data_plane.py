@@ -8,6 +8,7 @@ import pytest
 from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.deferred import DeferredResponse, resolved
 from kafka_ha.protocol.errors import ErrorCode
 from tests.harness.leader_setup import TP, batch, leader, open_log, state
 
@@ -31,9 +32,17 @@ class Broker:
 
     def produce(self, tps=(TP,), acks=-1, timeout_ms=5000):
         """One Produce request to ``tps``: {partition: error code}."""
-        response = self.plane.produce({"acks": acks, "timeout_ms": timeout_ms, "topic_data": [
+        return self.answer(self.send_produce(tps, acks, timeout_ms))
+
+    def send_produce(self, tps=(TP,), acks=-1, timeout_ms=5000):
+        """The handler's return: an answer, or one still to be finished (acks=all)."""
+        return self.plane.produce({"acks": acks, "timeout_ms": timeout_ms, "topic_data": [
             {"name": TP.topic, "partition_data": [{"index": tp.partition, "records": batch()}
                                                   for tp in tps]}]}, 2)
+
+    @staticmethod
+    def answer(response):
+        response = resolved(response)
         return {e["index"]: e["error_code"] for e in response["responses"][0]["partition_responses"]}
 
     def latest(self):
@@ -88,6 +97,53 @@ def test_an_acks_all_produce_whose_partition_goes_away_is_answered(tmp_path, cha
             lg.close()
 
 
+# ---- pipelined acks=all requests are appended at once, answered when replicated ----------
+
+def test_acks_all_requests_append_at_once_and_only_their_answers_wait(tmp_path):
+    """Issue 23: librdkafka sends a Produce per partition and pipelines them.  Each
+    request must append when it is read, and leave only its answer waiting, so that
+    one follower round trip replicates all of them instead of one per request."""
+    logs = [open_log(tmp_path, tp) for tp in (TP, TP1)]
+    try:
+        partitions = {lg.tp: leader(lg, (1, 2), replicas=(1, 2)) for lg in logs}
+        broker = Broker(*partitions.values())
+        first, second = broker.send_produce((TP,)), broker.send_produce((TP1,))
+        assert isinstance(first, DeferredResponse) and isinstance(second, DeferredResponse)
+        assert [lg.log_end_offset for lg in logs] == [1, 1]   # both appended, nothing replicated
+        for p in partitions.values():
+            p.on_follower_fetch(2, 1, NOW)                   # one fetch round covers both
+        assert broker.answer(first) == {0: ErrorCode.NONE}
+        assert broker.answer(second) == {1: ErrorCode.NONE}
+    finally:
+        for lg in logs:
+            lg.close()
+
+
+def test_the_acks_all_timeout_runs_from_the_request_not_from_its_turn_to_answer(tmp_path):
+    """Answers are finished in request order; a later request's timeout must not restart
+    when the earlier ones are done."""
+    lg = open_log(tmp_path)
+    try:
+        broker = Broker(leader(lg, (1, 2), replicas=(1, 2)))
+        deferred = broker.send_produce(timeout_ms=50)
+        gevent.sleep(0.2)                                    # its turn comes late
+        started = gevent.get_hub().loop.now()
+        assert broker.answer(deferred) == {0: ErrorCode.REQUEST_TIMED_OUT}
+        assert gevent.get_hub().loop.now() - started < 0.05  # already past its deadline
+    finally:
+        lg.close()
+
+
+def test_requests_that_wait_for_nothing_are_answered_at_once(tmp_path):
+    lg = open_log(tmp_path)
+    try:
+        broker = Broker(leader(lg, (1,), replicas=(1, 2)))  # the ISR is the leader alone
+        assert not isinstance(broker.send_produce(), DeferredResponse)
+        assert not isinstance(broker.send_produce(acks=1), DeferredResponse)
+    finally:
+        lg.close()
+
+
 # ---- ListOffsets "latest" on a new leader (defect 9) --------------------------------------
 
 def new_leader(log_, isr, min_isr):
@@ -118,7 +174,7 @@ def test_a_healthy_new_leader_answers_once_its_hw_reaches_its_epoch_start(log_):
 # ---- a produce to thousands of partitions holds the loop one slice at a time --------------
 
 def test_a_produce_to_many_partitions_pauses_between_them(tmp_path, monkeypatch):
-    from kafka_ha.broker import cooperative
+    from kafka_ha import cooperative
     tps = [TopicPartition(TP.topic, i) for i in range(5)]
     logs = [open_log(tmp_path, tp) for tp in tps]
     partitions = [leader(lg, (1,)) for lg in logs]

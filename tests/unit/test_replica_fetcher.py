@@ -134,7 +134,7 @@ def test_replica_manager_counts_failed_partitions_until_their_next_leader_and_is
 def test_applying_one_fetch_response_pauses_between_partitions(tmp_path, leader, monkeypatch):
     """A response for thousands of partitions is applied in slices, so the broker's loop
     serves requests and ZooKeeper pings in between (its first writes stalled it 1.6 s)."""
-    from kafka_ha.broker import cooperative
+    from kafka_ha import cooperative
     tps = [TopicPartition("m", i) for i in range(6)]
     for tp in tps:
         leader.logs[tp] = open_log(tmp_path, LEADER, tp)

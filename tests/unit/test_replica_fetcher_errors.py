@@ -95,6 +95,30 @@ def test_a_leader_not_ready_to_answer_for_an_epoch_is_asked_again(tmp_path, lead
     assert p.log.epoch_cache.entries() == [(0, 0), (2, 2)]
 
 
+def test_fetches_do_not_long_poll_while_other_partitions_wait_to_truncate(tmp_path, leader, followers):
+    """After a failover a follower asks a new leader that has not taken its LeaderAndIsr
+    yet; those partitions ask again after a pause.  A long poll for the partitions that
+    were ready held that next truncation round for replica.fetch.wait.max.ms (500 ms,
+    seen in the failover bench), and with it the HW of the partitions still waiting."""
+    leading(leader, tmp_path, A, b"a0")
+    leading(leader, tmp_path, B, b"b0")
+    leader.epoch_errors[B] = [ErrorCode.NOT_LEADER_FOR_PARTITION] * 3
+    followers_ = followers(A, B)
+    fetcher = start_fetcher(followers_)
+    try:
+        wait_for(lambda: B in fetcher.fetching, "B truncated")
+        fetched = len(leader.fetch_waits)
+        wait_for(lambda: len(leader.fetch_waits) >= fetched + 2, "more fetches")
+    finally:
+        fetcher.stop()
+    last_epoch_request = max(i for i, k in enumerate(leader.requests)
+                             if k == ApiKey.OFFSETS_FOR_LEADER_EPOCH)
+    while_waiting = [w for i, w in leader.fetch_waits if i < last_epoch_request]
+    after = [w for i, w in leader.fetch_waits if i > last_epoch_request]
+    assert while_waiting and set(while_waiting) == {0}, leader.fetch_waits
+    assert after and set(after) == {50}, "a long poll again once nothing waits to truncate"
+
+
 def test_a_partition_whose_truncation_fails_is_marked_failed_alone(tmp_path, leader, followers, caplog):
     for tp in (A, B):
         leading(leader, tmp_path, tp, b"v0", b"v1")

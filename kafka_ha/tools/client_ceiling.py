@@ -1,0 +1,266 @@
+"""The ceiling of a client on this machine: a null sink, and the same producer against it.
+
+Issue 3's throughput target was an absolute figure (40 MB/s) on a shared 2-core
+machine whose speed moves by a third from one hour to the next.  Stated as a
+ratio, it compares the cluster with what the *same client, same settings* can
+push through this machine at all:
+
+- ``python -m kafka_ha.tools.client_ceiling sink --partitions N``: a process that
+  speaks just enough of Kafka's protocol (ApiVersions, Metadata naming itself the
+  leader of every partition of every topic asked for, Produce) to take a
+  producer's requests and acknowledge them at once, storing nothing.  It runs on
+  the project's own protocol server, so framing and decoding cost what they cost
+  a broker; everything a broker does beyond that is what the ratio measures.
+- ``python -m kafka_ha.tools.client_ceiling produce --bootstrap ...``: one
+  confluent-kafka (librdkafka) producer run that prints, as JSON, its MB/s, its
+  records/s and the CPU seconds it used.
+
+``kafka-data-bench.sh`` runs both in the same run as the cluster's produce runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+# The producer settings of every run, against the sink and against the cluster.
+CONFLUENT_SETTINGS = {"linger.ms": 5, "batch.size": 65536, "compression.type": "none"}
+
+
+# ---- the null sink ---------------------------------------------------------------------
+
+class NullSink:
+    """A request handler for ``ProtocolServer`` that acknowledges and forgets."""
+
+    def __init__(self, host: str, port: int, partitions: int) -> None:
+        self.host, self.port, self.partitions = host, port, partitions
+        self.next_offset: dict[tuple[str, int], int] = {}
+        self.records_bytes = 0
+
+    def __call__(self, header, reader):
+        from kafka_ha.protocol.api import ApiKey, api_versions_entries
+        from kafka_ha.protocol.framing import decode_request_body
+
+        body = decode_request_body(header, reader)
+        version = header.api_version
+        if header.api_key == ApiKey.API_VERSIONS:
+            keys = [e for e in api_versions_entries()
+                    if e["api_key"] in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE)]
+            return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}, version
+        if header.api_key == ApiKey.METADATA:
+            return self._metadata(body["topics"] or []), version
+        if header.api_key == ApiKey.PRODUCE:
+            return self._produce(body, version)
+        raise ValueError(f"the null sink serves no api key {header.api_key}")
+
+    def _metadata(self, topics: list[str]) -> dict[str, Any]:
+        me = 0
+        return {"brokers": [{"node_id": me, "host": self.host, "port": self.port, "rack": None}],
+                "controller_id": me,
+                "topics": [{"error_code": 0, "name": t, "is_internal": False, "partitions": [
+                    {"error_code": 0, "partition_index": p, "leader_id": me, "replica_nodes": [me],
+                     "isr_nodes": [me]} for p in range(self.partitions)]} for t in topics]}
+
+    def _produce(self, body: dict[str, Any], version: int):
+        topics = []
+        for topic in body["topic_data"]:
+            parts = []
+            for part in topic["partition_data"]:
+                key = (topic["name"], part["index"])
+                base = self.next_offset.get(key, 0)
+                self.next_offset[key] = base + 1   # offsets only have to grow
+                self.records_bytes += len(part["records"] or b"")
+                entry = {"index": part["index"], "error_code": 0, "base_offset": base}
+                if version >= 2:
+                    entry["log_append_time_ms"] = -1
+                parts.append(entry)
+            topics.append({"name": topic["name"], "partition_responses": parts})
+        if body["acks"] == 0:
+            return None
+        response: dict[str, Any] = {"responses": topics}
+        if version >= 1:
+            response["throttle_time_ms"] = 0
+        return response, version
+
+
+def serve_sink(partitions: int) -> None:
+    import gevent
+    from kafka_ha.protocol.server import ProtocolServer
+
+    sink = NullSink("127.0.0.1", 0, partitions)
+    server = ProtocolServer("127.0.0.1", 0, sink)
+    server.start()
+    sink.port = server.server_port
+    print(f"listening {sink.port}", flush=True)
+    gevent.wait()
+
+
+class SinkProcess:
+    """The null sink in a child process of its own, with its CPU time readable."""
+
+    def __init__(self, partitions: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "sink",
+                                      "--partitions", str(partitions)],
+                                     stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "listening":
+            self.proc.kill()
+            raise RuntimeError(f"the null sink did not start: {line}")
+        self.bootstrap = f"127.0.0.1:{line[1]}"
+
+    def __enter__(self) -> "SinkProcess":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+# ---- the producer run ------------------------------------------------------------------
+
+def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str) -> dict[str, float]:
+    """One confluent-kafka producer, in this process: as fast as it goes, then flush."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **CONFLUENT_SETTINGS})
+    producer.list_topics(topic, timeout=30)
+    value = b"x" * size
+    failed = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    cpu = _cpu_seconds()
+    started = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+                break
+            except BufferError:                 # the local queue is full: let it drain
+                producer.poll(0.005)
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("the producer did not deliver everything within 120 s")
+    elapsed = time.perf_counter() - started
+    cpu = _cpu_seconds() - cpu
+    if failed:
+        raise RuntimeError(f"{len(failed)} records failed, e.g. {failed[0]}")
+    mb = records * size / 1024 / 1024
+    return {"mb_s": round(mb / elapsed, 2), "msgs_s": round(records / elapsed),
+            "producer_cpu_ms_per_mb": round(1000 * cpu / mb, 1), "seconds": round(elapsed, 2)}
+
+
+def produce_in_child(bootstrap: str, topic: str, records: int, size: int, acks: str) -> dict[str, float]:
+    """``produce_run`` in a fresh process, so its threads compete with nothing of ours."""
+    done = subprocess.run([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "produce",
+                           "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
+                           "--record-size", str(size), "--acks", acks],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"confluent-kafka producer run failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---- in kafka-data-bench.sh ------------------------------------------------------------
+
+CEILING_RECORDS = {1024: 500_000, 100: 1_000_000}     # a few seconds against the cluster
+KAFKA_BROKER_CPU_S_PER_500MB_100B = 13   # Kafka 3.8, 3 KRaft brokers, this box (issue 23)
+
+
+def ceiling_runs(cluster_bootstrap: str, topics: dict[int, str], repeat: int,
+                 broker_pids: tuple[int, ...]) -> list[dict[str, Any]]:
+    """For each record size: the same confluent-kafka producer (acks=all) into the null
+    sink and into the cluster (RF 3), ``repeat`` times interleaved; median runs."""
+    from kafka_ha.tools.processes import process_cpu_seconds
+
+    rows = []
+    for size, topic in topics.items():
+        records = CEILING_RECORDS.get(size, 500_000)
+        sink_runs, cluster_runs = [], []
+        for _ in range(repeat):
+            with SinkProcess(partitions=6) as sink:
+                sink_runs.append(produce_in_child(sink.bootstrap, topic, records, size, "all"))
+            cpu = sum(process_cpu_seconds(pid) for pid in broker_pids)
+            run = produce_in_child(cluster_bootstrap, topic, records, size, "all")
+            cpu = sum(process_cpu_seconds(pid) for pid in broker_pids) - cpu
+            mb = records * size / 1024 / 1024
+            run["brokers_cpu_ms_per_mb"] = round(1000 * cpu / mb, 1)
+            run["brokers_cpu_s_per_500mb"] = round(500 * cpu / mb, 1)
+            cluster_runs.append(run)
+        rows.append({"size": size, "records": records, "sink": _median(sink_runs),
+                     "cluster": _median(cluster_runs)})
+    return rows
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(runs, key=lambda r: r["mb_s"])
+    return dict(ordered[len(ordered) // 2], lo=ordered[0]["mb_s"], hi=ordered[-1]["mb_s"], n=len(runs))
+
+
+def ceiling_table_rows(rows: list[dict[str, Any]]) -> list[list]:
+    out = []
+    for r in rows:
+        sink, cluster = r["sink"], r["cluster"]
+        out.append([f"{r['size']} B into the null sink (ceiling)", sink["msgs_s"], sink["mb_s"],
+                    sink["lo"], sink["hi"], sink["producer_cpu_ms_per_mb"], None, None])
+        out.append([f"{r['size']} B, acks=all, RF 3 cluster", cluster["msgs_s"], cluster["mb_s"],
+                    cluster["lo"], cluster["hi"], cluster["producer_cpu_ms_per_mb"],
+                    cluster["brokers_cpu_ms_per_mb"], cluster["brokers_cpu_s_per_500mb"]])
+    return out
+
+
+CEILING_COLUMNS = [("confluent-kafka producer, acks=all", "", 0), ("msgs/s", "", 0), ("MB/s", "", 2),
+                   ("MB/s low", "", 2), ("MB/s high", "", 2), ("CPU per MB: producer", "ms", 1),
+                   ("3 brokers", "ms", 1), ("3 brokers per 500 MB", "s", 1)]
+
+
+def ceiling_ratios(rows: list[dict[str, Any]], ratio) -> list[dict]:
+    out = []
+    for r in rows:
+        name = f"confluent-kafka produce {r['size']} B, acks=all, RF 3"
+        out.append(ratio(name, r["cluster"]["mb_s"], "the same producer into a null sink",
+                         r["sink"]["mb_s"], "MB/s", goal=">= 0.7" if r["size"] == 1024 else None))
+        if r["size"] == 100:
+            out.append(ratio(f"broker CPU per 500 MB of {r['size']} B records",
+                             r["cluster"]["brokers_cpu_s_per_500mb"],
+                             "Kafka 3.8 on this box (issue 23's measurement)",
+                             KAFKA_BROKER_CPU_S_PER_500MB_100B, "s", goal="<= 1.3"))
+    return out
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)    # librdkafka's threads included
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="client_ceiling", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    sink = sub.add_parser("sink", help="serve a null sink; prints 'listening <port>'")
+    sink.add_argument("--partitions", type=int, default=6)
+    run = sub.add_parser("produce", help="one confluent-kafka producer run; prints JSON")
+    run.add_argument("--bootstrap", required=True)
+    run.add_argument("--topic", required=True)
+    run.add_argument("--records", type=int, default=200000)
+    run.add_argument("--record-size", type=int, default=1024)
+    run.add_argument("--acks", default="all")
+    args = p.parse_args(argv)
+    if args.command == "sink":
+        serve_sink(args.partitions)
+        return 0
+    print(json.dumps(produce_run(args.bootstrap, args.topic, args.records, args.record_size,
+                                 args.acks)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The coordinator's handlers and offset expiry over a real catalog, with the broker's
+append path faked."""
+import gevent
+
+from kafka_ha.coordinator import offsets_records as rec
+from kafka_ha.coordinator.catalog import GroupCatalog
+from kafka_ha.coordinator.coordinator import GroupCoordinator
+from kafka_ha.coordinator.offset_apis import OffsetApis
+from kafka_ha.coordinator.placement import OFFSETS_TOPIC, partition_for
+from kafka_ha.log.config import LogConfig
+from kafka_ha.log.log import Log
+from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.records.reader import decode_records
+from tests.unit.test_group_catalog import Hosted, Led
+
+CONFIG = {"group.min.session.timeout.ms": 1000, "group.max.session.timeout.ms": 60000,
+          "offsets.commit.timeout.ms": 1000, "offset.metadata.max.bytes": 4096,
+          "offsets.retention.minutes": 1}
+GROUP = "g"
+
+
+def coordinator(tmp_path, append_error):
+    p = partition_for(GROUP, 4)
+    tp = TopicPartition(OFFSETS_TOPIC, p)
+    hosted = Hosted()
+    hosted.partitions[tp] = Led(Log(str(tmp_path / "log"), tp, LogConfig()))
+    appended = []
+
+    def append(tp_, batch, timeout_s):
+        appended.append(tp_)
+        batches.append(batch)
+        return append_error
+    batches = []
+    catalog = GroupCatalog(hosted, lambda: 4, 0, lambda g, o: None, append)
+    catalog.refresh()
+    gevent.sleep(0.1)
+    c = GroupCoordinator(CONFIG, catalog, lambda partition: (ErrorCode.NONE, None))
+    c.batches = batches
+    return c, appended
+
+
+def join_and_sync(c):
+    joined = c.join_group({"group_id": GROUP, "session_timeout_ms": 6000,
+                           "rebalance_timeout_ms": 6000, "member_id": "",
+                           "protocol_type": "consumer",
+                           "protocols": [{"name": "range", "metadata": b""}]}, 1)
+    assert joined["error_code"] == ErrorCode.NONE
+    member = joined["member_id"]
+    return c.sync_group({"group_id": GROUP, "generation_id": joined["generation_id"],
+                         "member_id": member,
+                         "assignments": [{"member_id": member, "assignment": b"A"}]}, 1)
+
+
+def test_the_leaders_sync_is_answered_after_the_group_record_is_written(tmp_path):
+    c, appended = coordinator(tmp_path, ErrorCode.NONE)
+    synced = join_and_sync(c)
+    assert synced["error_code"] == ErrorCode.NONE and synced["assignment"] == b"A"
+    assert appended == [TopicPartition(OFFSETS_TOPIC, partition_for(GROUP, 4))]
+
+
+def test_a_failed_group_write_fails_the_leaders_sync_too(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NOT_ENOUGH_REPLICAS)
+    synced = join_and_sync(c)
+    assert synced["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert synced["assignment"] == b""
+
+
+def commit(c, retention_ms, generation=-1, member=""):
+    offsets = OffsetApis(CONFIG, c.catalog, None, lambda topic, partition: True)
+    response = offsets.commit({"group_id": GROUP, "generation_id": generation,
+                               "member_id": member, "retention_time_ms": retention_ms,
+                               "topics": [{"name": "t", "partitions": [
+                                   {"partition_index": 0, "committed_offset": 5,
+                                    "committed_metadata": ""}]}]}, 2)
+    assert response["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+def written(batch):
+    return [(rec.decode_key(r.key), r.value) for r in decode_records(batch)]
+
+
+def test_expired_offsets_of_an_empty_group_are_deleted_with_tombstones(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    commit(c, retention_ms=1000)
+    committed_at = c.catalog.offsets[GROUP][("t", 0)].commit_timestamp
+    assert c.expire_offsets(committed_at + 999) == 0
+    assert c.expire_offsets(committed_at + 1000) == 1
+    assert GROUP not in c.catalog.offsets and GROUP not in c.catalog.groups
+    assert written(c.batches[-1]) == [(rec.OffsetKey(GROUP, "t", 0), None),
+                                      (rec.GroupKey(GROUP), None)]
+
+
+def test_a_group_with_members_keeps_its_offsets(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    join_and_sync(c)
+    group = c.catalog.group(GROUP)
+    member = next(iter(group.members))
+    commit(c, retention_ms=1000, generation=group.generation, member=member)
+    committed_at = c.catalog.offsets[GROUP][("t", 0)].commit_timestamp
+    assert c.expire_offsets(committed_at + 10 ** 9) == 0
+    assert ("t", 0) in c.catalog.offsets[GROUP]
