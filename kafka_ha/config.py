@@ -59,13 +59,36 @@ def _at_least(minimum: int) -> Callable[[Any], int]:
     return parse
 
 
+def _float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+
+
+def _ratio(value: Any) -> float:
+    number = _float(value)
+    if not 0 <= number <= 1:
+        raise ValueError("Value must be between 0 and 1")
+    return number
+
+
 def _cleanup_policy(value: Any) -> str:
-    """Only ``delete``: this broker has no log cleaner, and a topic that asked for
-    compaction must hear so rather than grow without bound."""
-    policies = {p.strip() for p in _str(value).split(",")}
-    if policies != {"delete"}:
-        raise ValueError("kafka-ha has no log cleaner: only cleanup.policy=delete is supported")
-    return "delete"
+    """``delete``, ``compact`` or both (any order, Kafka's list syntax), normalized
+    to ``delete``, ``compact`` or ``compact,delete``.
+
+    >>> _cleanup_policy("delete, compact"), _cleanup_policy("[compact]")
+    ('compact,delete', 'compact')
+    """
+    text = _str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    policies = {p.strip() for p in text.split(",")}
+    if not policies or not policies <= {"compact", "delete"}:
+        raise ValueError("String must be one of: compact, delete")
+    return ",".join(sorted(policies))
 
 
 def _dirs(value: Any) -> tuple[str, ...]:
@@ -162,6 +185,25 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.hours", _int, 168, "time-based retention", -1),
     Key("log.retention.bytes", _int, -1, "size-based retention per partition; -1 is none", -1),
     Key("log.retention.check.interval.ms", _int, 300000, "retention check period", 1),
+    Key("log.roll.hours", _int, 168, "age of the active segment's first record before an append "
+        "rolls it (topics: segment.ms)", 1),
+    Key("log.roll.ms", _int, None, "as log.roll.hours, in ms; overrides it when set", 1),
+    Key("log.roll.jitter.hours", _int, 0, "random amount subtracted from each segment's roll time", 0),
+    Key("log.roll.jitter.ms", _int, None, "as log.roll.jitter.hours, in ms; overrides it when set", 0),
+    Key("log.cleanup.policy", _cleanup_policy, "delete",
+        "delete (retention), compact (keep the last record per key) or compact,delete"),
+    Key("log.cleaner.enable", _bool, True, "run the log cleaner for compacted topics"),
+    Key("log.cleaner.min.cleanable.ratio", _ratio, 0.5,
+        "share of a log that must be uncleaned before the cleaner works on it"),
+    Key("log.cleaner.min.compaction.lag.ms", _int, 0, "records younger than this are not compacted", 0),
+    Key("log.cleaner.delete.retention.ms", _int, 86400000,
+        "how long a tombstone (null value) stays after it was compacted", 0),
+    Key("log.cleaner.io.max.bytes.per.second", _float, 1.7976931348623157e308,
+        "bytes the cleaner reads and writes per second, at most", 1),
+    Key("log.cleaner.backoff.ms", _int, 15000, "pause of the cleaner when no log needs cleaning", 0),
+    Key("log.cleaner.dedupe.buffer.size", _int, 134217728,
+        "memory for the key map of one cleaning pass (each key costs its length plus about "
+        "100 bytes); a dirty section with more keys is cleaned in several passes", 1024),
     Key("log.flush.interval.messages", _int, LONG_MAX, "appended messages before a log is fsynced", 1),
     Key("log.flush.interval.ms", _int, None,
         "time appends may stay unflushed; unset: log.flush.scheduler.interval.ms", 0),
@@ -274,9 +316,14 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "retention.bytes": ("log.retention.bytes", _int),
     "segment.bytes": ("log.segment.bytes", _at_least(MIN_ENTRY_BYTES)),
     "max.message.bytes": ("message.max.bytes", _at_least(MIN_ENTRY_BYTES)),
-    "cleanup.policy": (None, _cleanup_policy),
     "flush.messages": ("log.flush.interval.messages", _at_least(0)),
     "flush.ms": (None, _at_least(0)),        # default: log.flush.interval.ms, else the scheduler's
+    "segment.ms": (None, _at_least(1)),      # default: log.roll.ms, else log.roll.hours
+    "segment.jitter.ms": (None, _at_least(0)),   # default: log.roll.jitter.ms, else .hours
+    "cleanup.policy": ("log.cleanup.policy", _cleanup_policy),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", _at_least(0)),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", _ratio),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", _at_least(0)),
 }
 
 
@@ -303,3 +350,11 @@ def topic_setting(name: str, overrides: dict[str, str], broker: BrokerConfig) ->
         except ValueError:
             pass  # a bad override was already reported when the config was loaded
     return broker[broker_key] if broker_key else None
+
+
+def broker_roll_ms(broker: BrokerConfig) -> tuple[int, int]:
+    """``(segment.ms, segment.jitter.ms)`` defaults: the ``.ms`` keys win over ``.hours``."""
+    roll = broker["log.roll.ms"]
+    jitter = broker["log.roll.jitter.ms"]
+    return (broker["log.roll.hours"] * 3600000 if roll is None else roll,
+            broker["log.roll.jitter.hours"] * 3600000 if jitter is None else jitter)

@@ -23,6 +23,7 @@ from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis
+from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
@@ -57,6 +58,7 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.isr_writer: IsrWriter | None = None
         self.config_watcher: ConfigChangeWatcher | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.group_coordinator = None
         self.metadata = MetadataCache(self.broker_id)
 
@@ -69,7 +71,9 @@ class KafkaServer:
         # Logs are recovered before the broker registers: a corrupt checkpoint
         # stops the start-up here with a clear error rather than serve bad data.
         self.topic_configs = TopicConfigs(self.store, cfg)
-        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None))
+        # Logs found on disk get their topic's overrides too (cleanup.policy, retention.ms...),
+        # not only logs created later: a restart must not fall back to the broker defaults.
+        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None), self._log_config)
         self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
@@ -97,6 +101,9 @@ class KafkaServer:
         self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis, group_apis,
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
         self.replica_manager.start_tasks()
+        if cfg["log.cleaner.enable"]:
+            self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
+            self.log_cleaner.start()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
@@ -112,20 +119,10 @@ class KafkaServer:
 
     def _log_config(self, topic: str | None) -> LogConfig:
         """A topic's log settings: its overrides, else the broker's defaults."""
-        cfg = self.config
+        return self.topic_configs.log_config(topic)
 
-        def get(name: str, broker_value):
-            value = self.topic_configs.setting(topic, name) if topic else None
-            return broker_value if value is None else value
-        flush_ms = cfg["log.flush.interval.ms"]
-        if flush_ms is None:
-            flush_ms = cfg["log.flush.scheduler.interval.ms"]   # as Kafka's KafkaConfig.logFlushIntervalMs
-        return LogConfig(segment_bytes=get("segment.bytes", cfg["log.segment.bytes"]),
-                         retention_ms=get("retention.ms", cfg["log.retention.hours"] * 3600000),
-                         retention_bytes=get("retention.bytes", cfg["log.retention.bytes"]),
-                         max_message_bytes=get("max.message.bytes", cfg["message.max.bytes"]),
-                         flush_messages=get("flush.messages", cfg["log.flush.interval.messages"]),
-                         flush_ms=get("flush.ms", flush_ms))
+    def _high_watermarks(self):
+        return {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
 
     def _endpoint_of(self, broker_id: int) -> BrokerEndpoint | None:
         return self.metadata.brokers.get(broker_id)
@@ -182,6 +179,8 @@ class KafkaServer:
             self.group_coordinator.stop()
         if self.listener is not None:
             self.listener.stop(timeout=2)
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.isr_writer is not None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from kafka_ha.config import BrokerConfig, ConfigError, topic_setting, validate_topic_config
+from kafka_ha.config import BrokerConfig, ConfigError, broker_roll_ms, topic_setting, validate_topic_config
+from kafka_ha.log.config import LogConfig
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.errors import MalformedZnode, ZkError
 
@@ -55,3 +56,29 @@ class TopicConfigs:
 
     def max_message_bytes(self, topic: str) -> int:
         return self.setting(topic, "max.message.bytes")
+
+    def log_config(self, topic: str | None) -> LogConfig:
+        """A topic's log settings: its overrides, else the broker's defaults (None: the defaults)."""
+        cfg = self.broker
+
+        def get(name: str, broker_value=None):
+            value = self.setting(topic, name) if topic else None
+            if value is None:
+                value = broker_value if broker_value is not None else topic_setting(name, {}, cfg)
+            return value
+        flush_ms = cfg["log.flush.interval.ms"]
+        if flush_ms is None:
+            flush_ms = cfg["log.flush.scheduler.interval.ms"]   # as Kafka's KafkaConfig.logFlushIntervalMs
+        segment_ms, jitter_ms = broker_roll_ms(cfg)
+        return LogConfig(segment_bytes=get("segment.bytes"),
+                         retention_ms=get("retention.ms", cfg["log.retention.hours"] * 3600000),
+                         retention_bytes=get("retention.bytes"),
+                         max_message_bytes=get("max.message.bytes"),
+                         flush_messages=get("flush.messages"),
+                         flush_ms=get("flush.ms", flush_ms),
+                         segment_ms=get("segment.ms", segment_ms),
+                         segment_jitter_ms=get("segment.jitter.ms", jitter_ms),
+                         cleanup_policy=get("cleanup.policy"),
+                         delete_retention_ms=get("delete.retention.ms"),
+                         min_cleanable_dirty_ratio=get("min.cleanable.dirty.ratio"),
+                         min_compaction_lag_ms=get("min.compaction.lag.ms"))

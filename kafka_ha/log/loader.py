@@ -3,7 +3,8 @@
 What runs (Kafka's ``Log.loadSegments`` / ``recoverLog``):
 
 1. Leftovers of interrupted operations are removed: ``*.tmp`` checkpoint
-   files, ``*.deleted`` segments and ``.index`` files without a ``.log``.
+   files, ``*.deleted`` segments and ``.index`` files without a ``.log``;
+   a cleaned segment's swap is finished or undone (:mod:`.clean_swap`).
 2. Every segment is opened; a missing or implausible index is rebuilt from
    entry headers (:class:`~kafka_ha.log.segment.LogSegment`).
 3. Segments that may hold offsets at or above the recovery point (all of them
@@ -31,6 +32,7 @@ import re
 from kafka_ha.records.shallow import Entry
 
 from .checkpoints import CorruptCheckpointError, LeaderEpochCheckpointFile
+from .clean_swap import complete_interrupted_cleaning
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .segment import LogSegment
@@ -63,6 +65,7 @@ def _remove_leftovers(dir: str) -> list[int]:
 def load_segments(dir: str, config: LogConfig, recovery_point: int,
                   clean_shutdown: bool) -> tuple[list[LogSegment], list[LogSegment]]:
     """The segments of ``dir``, recovered as needed; ``(segments, those recovered)``."""
+    complete_interrupted_cleaning(dir)       # a crash while the log cleaner swapped a segment
     bases = _remove_leftovers(dir)
     segments = [LogSegment(dir, base, config.index_interval_bytes) for base in bases]
     recovered: list[LogSegment] = []

@@ -21,10 +21,13 @@ from kafka_ha.model import TopicPartition
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
+from .clean_swap import commit_cleaned
+from .compaction import require_keys
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments
 from .retention import deletable_count
+from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class Log:
         os.makedirs(dir, exist_ok=True)
         self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
         self._bases = [s.base_offset for s in self._segments]
+        self._segments[-1].roll_jitter_ms = self._draw_jitter()
         # A checkpointed start beyond what recovery kept cannot be honoured: clamp it.
         self._log_start_offset = max(self._bases[0], min(log_start_offset, self.log_end_offset))
         self.epoch_cache = load_epoch_cache(dir, self._segments, recovered)
@@ -158,6 +162,8 @@ class Log:
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
         assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
+        if self.config.compact:
+            require_keys(assigned.buffer, f"{self.tp.topic}-{self.tp.partition}")
         self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
                      assigned.max_timestamp, assigned.count)
         self.epoch_cache.assign(leader_epoch, assigned.first_offset)
@@ -166,18 +172,26 @@ class Log:
                           assigned.max_timestamp, assigned.shallow_count)
 
     def append_as_follower(self, records) -> AppendInfo:
-        """Append fetched entries that must continue the log at the LEO.
+        """Append fetched entries that must continue the log at or after the LEO.
 
         A partial trailing entry is dropped (the next fetch asks for it again);
         the epochs of v2 batches go into the epoch cache.
         """
         leo = self.log_end_offset
-        checked = validate_follower_records(records, leo)
+        # Gaps are allowed (Kafka's rule): a compacted leader log has them, and any
+        # log may have been compacted before its topic's cleanup.policy changed.
+        checked = validate_follower_records(records, leo, allow_gaps=True)
         if not checked.valid_bytes:
             return AppendInfo(leo, leo - 1, 0, -1, 0)
         count = checked.last_offset - leo + 1
-        self._append(leo, checked.last_offset, memoryview(records)[:checked.valid_bytes],
-                     checked.max_timestamp, count)
+        valid = memoryview(records)[:checked.valid_bytes]
+        if len(valid) <= self.config.segment_bytes:
+            self._append(checked.first_offset, checked.last_offset, valid, checked.max_timestamp, count)
+        else:
+            # A lagging follower's fetch may span several of the leader's segments.
+            for first, last, start, end, max_ts in segment_sized_runs(valid, checked.first_offset,
+                                                                      self.config.segment_bytes):
+                self._append(first, last, valid[start:end], max_ts, last - first + 1)
         for epoch, start in checked.epochs:
             self.epoch_cache.assign(epoch, start)
         self._maybe_flush()
@@ -189,7 +203,8 @@ class Log:
                                          f"segment of {self.config.segment_bytes} bytes")
         active = self._segments[-1]
         if not active.is_empty() and (active.size + len(buffer) > self.config.segment_bytes
-                                      or last - active.base_offset > MAX_RELATIVE_OFFSET):
+                                      or last - active.base_offset > MAX_RELATIVE_OFFSET
+                                      or self._waited_to_roll(active, max_timestamp)):
             active = self._roll(first)
         active.append(first, last, buffer, max_timestamp)
         self._unflushed_messages += count
@@ -205,10 +220,33 @@ class Log:
         (``now`` from :func:`kafka_ha.clock.monotonic_ms`)."""
         return self.config.flush_ms is not None and now - self.last_flush_ms >= self.config.flush_ms
 
+    def _draw_jitter(self) -> int:
+        return roll_jitter_ms(self.config.segment_ms, self.config.segment_jitter_ms)
+
+    def _waited_to_roll(self, active: LogSegment, reference_ms: int) -> bool:
+        """segment.ms (Kafka's rule, :mod:`.rolling`): ``reference_ms`` is the appended
+        batch's max timestamp."""
+        return time_to_roll(active.first_batch_timestamp(), active.created_ms, reference_ms,
+                            clock.now_ms(), self.config.segment_ms, active.roll_jitter_ms)
+
+    def roll_expired_active_segment(self, now_ms: int, high_watermark: int) -> bool:
+        """Roll a quiet, committed active segment that retention.ms would delete, so that
+        it goes with the closed ones (:func:`.rolling.expired_active_segment`)."""
+        active = self._segments[-1]
+        newest = active.largest_timestamp if active.largest_timestamp > 0 else active.last_modified_ms()
+        if active.is_empty() or not self.config.delete or not expired_active_segment(
+                newest, now_ms, self.config.retention_ms, self.log_end_offset, high_watermark):
+            return False
+        log.info("%s: rolling the active segment at offset %d: its newest record is older than "
+                 "retention.ms %d", self.tp, active.base_offset, self.config.retention_ms)
+        self._roll(self.log_end_offset)
+        return True
+
     def _roll(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.dir, base_offset, self.config.index_interval_bytes)
         if not segment.is_empty():
             raise RuntimeError(f"{self.tp}: cannot roll to {segment.log_path}: it already holds data")
+        segment.roll_jitter_ms = self._draw_jitter()
         self._segments.append(segment)
         self._bases.append(base_offset)
         self._dir_dirty = True
@@ -306,13 +344,16 @@ class Log:
         it has none.
         """
         self._bury_dead(time.monotonic())
+        self.roll_expired_active_segment(now_ms, high_watermark)
 
         def age_stamp(i: int) -> int:
             segment = self._segments[i]
             return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
+        deleting = self.config.delete      # compact alone: only what lies below the log start goes
         count = deletable_count(self._bases, [s.size for s in self._segments], age_stamp, high_watermark,
-                                self._log_start_offset, now_ms, self.config.retention_ms,
-                                self.config.retention_bytes)
+                                self._log_start_offset, now_ms,
+                                self.config.retention_ms if deleting else -1,
+                                self.config.retention_bytes if deleting else -1)
         if count:
             for segment in self._segments[:count]:
                 self._retire(segment)
@@ -322,6 +363,38 @@ class Log:
             log.info("%s: retention deleted %d segments, log start is now %d", self.tp, count,
                      self.log_start_offset)
         return count
+
+    # --- compaction (the file work is in :mod:`.cleaner`) ------------------------------------------
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated: a cleaning pass that saw it change stops."""
+        return self._truncations
+
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    def swap_in_cleaned(self, group: list[LogSegment], sizes: list[int], truncations: int,
+                        last_offset: int) -> bool:
+        """Replace the consecutive closed segments ``group`` by their cleaned copy (last offset
+        ``last_offset``, :mod:`.clean_swap`); False, changing nothing, if the log changed."""
+        first = next((i for i, s in enumerate(self._segments) if s is group[0]), -1)
+        end = first + len(group)
+        if first < 0 or end >= len(self._segments) or self._truncations != truncations \
+                or self._segments[first:end] != group or [s.size for s in group] != sizes:
+            return False
+        later = group[1:]
+        for segment in group:
+            segment.index.unwritten = bytearray()     # never written over the new files
+        commit_cleaned(group[0].log_path, group[0].index_path,
+                       [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
+                       [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
+        self._segments[first:end] = [LogSegment(self.dir, group[0].base_offset, self.config.index_interval_bytes)]
+        self._bases[first:end] = [group[0].base_offset]
+        # The old descriptor stays readable for fetches in flight.
+        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, group[0]))
+        self._dir_dirty = True
+        return True
 
     def _retire(self, segment: LogSegment) -> None:
         # Unlink now, close later: a FileSlice of it may still be going out by sendfile.

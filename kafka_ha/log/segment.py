@@ -15,6 +15,7 @@ import logging
 import os
 from typing import Callable, Iterator, NamedTuple
 
+from kafka_ha import clock
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
 from kafka_ha.records.shallow import Entry, iter_entries, read_header, validate_entry
@@ -76,6 +77,11 @@ class LogSegment:
         self.next_offset = base_offset
         self.largest_timestamp = -1        # of the entries this process has seen
         self.tail_damaged = False          # a partial or corrupt tail: needs recover()
+        # Time-based rolling (:mod:`.rolling`): wall-clock creation (or load) time, the
+        # jitter the owning log drew for it, and its first batch's timestamp, read lazily.
+        self.created_ms = clock.now_ms()
+        self.roll_jitter_ms = 0
+        self._first_batch_timestamp: int | None = None
         if not (index_existed and self.index.load(self._size, self._indexed_entry_matches)):
             self._rebuild_index()
         self._scan_tail()
@@ -103,6 +109,18 @@ class LogSegment:
         st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
         return int(st.st_mtime * 1000)
 
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first entry (-1 if none or empty); read once, then kept."""
+        if self._first_batch_timestamp is None:
+            if not self._size:
+                return -1
+            try:
+                first = next(self.headers(0, self._size), None)
+            except CorruptRecordError:           # recovery's business; time-based rolling waits
+                first = None
+            self._first_batch_timestamp = first.max_timestamp if first is not None else -1
+        return self._first_batch_timestamp
+
     # --- append ------------------------------------------------------------------------------
 
     def append(self, first_offset: int, last_offset: int, buffer, max_timestamp: int = -1) -> None:
@@ -121,6 +139,8 @@ class LogSegment:
             raise OSError(errno.EIO, f"segment {self.log_path} ends in part of an entry after position "
                                      f"{self._size}; it takes no appends until it is recovered")
         position = self._size
+        if not position:
+            self._first_batch_timestamp = None     # read from the file when asked
         try:
             append_whole(self.fd, buffer, position)
         except PartialWriteError:
@@ -313,6 +333,7 @@ class LogSegment:
         os.ftruncate(self.fd, position)
         self._size = position
         self.index.truncate(position)
+        self._first_batch_timestamp = None
         self.next_offset, self.largest_timestamp = self.base_offset, -1
         self._scan_tail()
         return removed

@@ -181,8 +181,13 @@ def _assign_legacy_compressed(buf, wrapper: Entry, next_offset: int, max_bytes: 
                                  wrapper_ts), n, max_ts
 
 
-def validate_follower_records(buf, expected_first_offset: int) -> FollowerRecords:
+def validate_follower_records(buf, expected_first_offset: int, allow_gaps: bool = False) -> FollowerRecords:
     """CRC-check replicated entries and check they continue the log at ``expected_first_offset``.
+
+    With ``allow_gaps`` an entry may start beyond the previous one's end (Kafka's
+    rule for followers): compaction removes whole batches from a leader's log, and
+    a follower that fetches across them sees the gap; ``first_offset`` is then the
+    first entry's own first offset.
 
     A partial trailing entry is ignored (``valid_bytes`` says where the whole
     entries end).  Raises :class:`CorruptRecordError` or
@@ -195,7 +200,8 @@ def validate_follower_records(buf, expected_first_offset: int) -> FollowerRecord
     for entry in entries:
         validate_entry(view, entry)
         first = entry.first_offset
-        if (first is not None and first != prev_last + 1) or entry.last_offset <= prev_last:
+        gap_ok = allow_gaps and first is not None and first > prev_last
+        if (first is not None and first != prev_last + 1 and not gap_ok) or entry.last_offset <= prev_last:
             raise OffsetMismatchError(
                 f"entry at position {entry.position} covers offsets {first}..{entry.last_offset}, "
                 f"expected to start at {prev_last + 1}")
@@ -204,4 +210,7 @@ def validate_follower_records(buf, expected_first_offset: int) -> FollowerRecord
         prev_last = entry.last_offset
         max_ts = max(max_ts, entry.max_timestamp)
     valid = entries[-1].end if entries else 0
-    return FollowerRecords(valid, expected_first_offset, prev_last, max_ts, len(entries), epochs)
+    first_offset = expected_first_offset
+    if allow_gaps and entries and entries[0].first_offset is not None:
+        first_offset = entries[0].first_offset
+    return FollowerRecords(valid, first_offset, prev_last, max_ts, len(entries), epochs)

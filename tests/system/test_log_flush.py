@@ -51,28 +51,29 @@ def test_flush_settings_advance_the_checkpointed_recovery_points(cluster_factory
                        message="flush.ms set by kafka-configs.sh not applied")
 
 
-def test_compaction_is_refused_and_an_invalid_override_falls_back_to_the_default(cluster_factory):
+def test_an_unknown_cleanup_policy_is_refused_and_an_invalid_override_falls_back_to_the_default(
+        cluster_factory):
     cluster = cluster_factory(brokers=1, overrides=OVERRIDES)
     rc, out, err = run_tool("kafka-topics.sh", "--zookeeper", cluster.connect_string, "--create",
                             "--topic", "compacted", "--partitions", "1", "--replication-factor", "1",
-                            "--config", "cleanup.policy=compact")
-    assert rc == 1 and "Invalid value compact for configuration cleanup.policy: kafka-ha has no log " \
-                       "cleaner: only cleanup.policy=delete is supported" in out + err, (rc, out, err)
+                            "--config", "cleanup.policy=snapshot")
+    assert rc == 1 and "Invalid value snapshot for configuration cleanup.policy: String must be one of: " \
+                       "compact, delete" in out + err, (rc, out, err)
     assert not cluster.zk.exists("/brokers/topics/compacted")
 
     create_topic(cluster, "t", 1, 1)
     produce_n(cluster, "t", 3)
-    rc, out, err = configs_tool(cluster, "t", "--add-config", "cleanup.policy=compact")
-    assert rc == 1 and "kafka-ha has no log cleaner" in out + err, (rc, out, err)
+    rc, out, err = configs_tool(cluster, "t", "--add-config", "cleanup.policy=snapshot")
+    assert rc == 1 and "String must be one of: compact, delete" in out + err, (rc, out, err)
 
     # A tool written for Kafka's layout does not validate: its values reach the broker,
     # which names each one it cannot use and carries on with the rest.
     since = log_size(cluster, BROKER, "server.log")
     ZkAdmin(client=cluster.zk).change_topic_config(
-        "t", {"cleanup.policy": "compact", "flush.messages": "-1", "flush.ms": "0"})
+        "t", {"cleanup.policy": "snapshot", "flush.messages": "-1", "flush.ms": "0"})
     cluster.wait_until(lambda: recovery_point(cluster, BROKER, "t") == 3, timeout=30,
                        message="the valid flush.ms=0 was not applied")
-    named = ("Ignoring topic t's override cleanup.policy=compact, using the broker default",
+    named = ("Ignoring topic t's override cleanup.policy=snapshot, using the broker default",
              "Ignoring topic t's override flush.messages=-1, using the broker default")
     cluster.wait_until(lambda: all(line in log_text(cluster, BROKER, "server.log", since) for line in named),
                        timeout=30, message="the unusable overrides were not named in server.log")

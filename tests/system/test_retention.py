@@ -6,6 +6,8 @@ segments, the follower learns the new log start from Fetch responses, moves
 its own log start there, and deletes its segments wholly below it.
 """
 
+import time
+
 import pytest
 
 from kafka_ha.protocol.api import ApiKey
@@ -58,3 +60,30 @@ def test_the_follower_follows_the_leaders_log_start(cluster_factory):
     cluster.wait_until(lambda: len([b for b in segment_bases(cluster, FOLLOWER, "trimmed")
                                     if b <= earliest_offset(cluster, FOLLOWER, "trimmed")]) == 1,
                        timeout=30, message="the follower kept segments below its log start")
+
+
+def test_a_quiet_topic_is_emptied_by_retention_ms(cluster_factory):
+    """No append ever comes to roll the active segment: the retention pass rolls it once all
+    of it is committed and older than retention.ms, then deletes it (3 s here, 60 s or a
+    week in production: the same rule)."""
+    cluster = cluster_factory(2, overrides=OVERRIDES)
+    create_topic(cluster, "quiet", 1, 2, "--replica-assignment", f"{LEADER}:{FOLLOWER}",
+                 "--config", "retention.ms=3000")
+    wait_isr(cluster, "quiet", {LEADER, FOLLOWER})
+    produce(cluster, "quiet", [b"only-%d" % i for i in range(10)], acks=-1)
+    for broker in (LEADER, FOLLOWER):
+        cluster.wait_until(lambda: earliest_offset(cluster, broker, "quiet") == 10, timeout=60,
+                           message=f"broker {broker} kept the quiet topic's old records")
+        cluster.wait_until(lambda: segment_bases(cluster, broker, "quiet") == [10], timeout=60,
+                           message=f"broker {broker} kept the quiet topic's old segment")
+    assert produce(cluster, "quiet", [b"later"], acks=-1) == [10]
+
+
+def test_segment_ms_rolls_the_active_segment_on_the_next_append(cluster_factory):
+    cluster = cluster_factory(1, overrides=OVERRIDES)
+    create_topic(cluster, "timely", 1, 1, "--config", "segment.ms=1000")
+    assert produce(cluster, "timely", [b"first"], acks=-1) == [0]
+    assert segment_bases(cluster, LEADER, "timely") == [0]
+    time.sleep(1.5)                         # the first batch's timestamp is now over 1 s old
+    assert produce(cluster, "timely", [b"second"], acks=-1) == [1]
+    assert segment_bases(cluster, LEADER, "timely") == [0, 1]

@@ -272,9 +272,9 @@ def test_delete_config_and_merge():
         cc.altered_config({}, {"nope": "1"}, [])
     with pytest.raises(ConfigError, match="retention.ms"):
         cc.altered_config({}, {"retention.ms": "soon"}, [])
-    with pytest.raises(ConfigError, match=r"^Invalid value compact,delete for configuration "
-                                          r"cleanup.policy: kafka-ha has no log cleaner"):
-        cc.altered_config({}, {"cleanup.policy": "compact,delete"}, [])
+    with pytest.raises(ConfigError, match=r"^Invalid value compact,forever for configuration "
+                                          r"cleanup.policy: String must be one of: compact, delete"):
+        cc.altered_config({}, {"cleanup.policy": "compact,forever"}, [])
 
 
 def test_describe_line():

@@ -1,7 +1,7 @@
 """Broker configuration: Kafka names, typed values, and errors that name the key."""
 import pytest
 
-from kafka_ha.config import BrokerConfig, ConfigError, topic_setting, validate_topic_config
+from kafka_ha.config import BrokerConfig, ConfigError, broker_roll_ms, topic_setting, validate_topic_config
 
 BASE = {"broker.id": 1, "zookeeper.connect": "127.0.0.1:2181"}
 
@@ -62,8 +62,11 @@ def test_topic_overrides():
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("cleanup.policy", "compact", "kafka-ha has no log cleaner: only cleanup.policy=delete is supported"),
-    ("cleanup.policy", "compact,delete", "kafka-ha has no log cleaner"),
+    ("cleanup.policy", "snapshot", "String must be one of: compact, delete"),
+    ("cleanup.policy", "compact,forever", "String must be one of: compact, delete"),
+    ("segment.ms", "0", "Value must be at least 1"),
+    ("min.cleanable.dirty.ratio", "1.5", "Value must be between 0 and 1"),
+    ("delete.retention.ms", "-1", "Value must be at least 0"),
     ("segment.bytes", "10", "Value must be at least 26"),
     ("max.message.bytes", "0", "Value must be at least 26"),
     ("min.insync.replicas", "0", "Value must be at least 1"),
@@ -77,6 +80,21 @@ def test_topic_overrides_out_of_range_get_kafkas_message(name, value, message):
     with pytest.raises(ConfigError, match=f"^Invalid value {value} for configuration {name}: "
                                           f"{message}"):
         validate_topic_config({name: value})
+
+
+def test_compaction_and_rolling_settings_and_their_defaults():
+    cfg = BrokerConfig(BASE)
+    assert validate_topic_config({"cleanup.policy": "delete,compact", "segment.ms": "60000"}) == \
+        {"cleanup.policy": "compact,delete", "segment.ms": 60000}
+    assert topic_setting("cleanup.policy", {}, cfg) == "delete"
+    assert topic_setting("cleanup.policy", {"cleanup.policy": "[compact]"}, cfg) == "compact"
+    assert topic_setting("min.cleanable.dirty.ratio", {}, cfg) == 0.5
+    assert topic_setting("delete.retention.ms", {}, cfg) == 86400000
+    assert broker_roll_ms(cfg) == (168 * 3600000, 0)
+    assert broker_roll_ms(BrokerConfig({**BASE, "log.roll.hours": 1, "log.roll.jitter.ms": 5})) == (3600000, 5)
+    assert broker_roll_ms(BrokerConfig({**BASE, "log.roll.hours": 1, "log.roll.ms": 7})) == (7, 0)
+    with pytest.raises(ConfigError, match="log.cleanup.policy"):
+        BrokerConfig({**BASE, "log.cleanup.policy": "keep"})
 
 
 def test_flush_settings_and_their_defaults():

@@ -246,7 +246,9 @@ def test_retention_by_bytes_and_time(tmp_path):
         lg.read(0, 100)
     lg.config = LogConfig(segment_bytes=8000, retention_ms=1000)
     assert lg.delete_old_segments(now_ms=2003, high_watermark=96) == 0   # newest timestamp 1003: 1000 ms old
-    assert lg.delete_old_segments(now_ms=5000, high_watermark=96) == 2   # never the active segment
+    # Never the active segment while part of it is uncommitted (a quiet, committed one
+    # rolls and goes: tests/unit/test_log_rolling.py).
+    assert lg.delete_old_segments(now_ms=5000, high_watermark=95) == 2
     assert lg.segment_base_offsets() == [72]
     assert offsets(lg.read(72, 10**6)) == list(range(72, 96))
     lg.close()
