@@ -133,6 +133,8 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.topic.num.partitions", _int, 50, "partitions of __consumer_offsets", 1),
     Key("offsets.topic.replication.factor", _int, 3,
         "replication factor of __consumer_offsets; its creation waits for this many brokers", 1),
+    Key("offsets.topic.segment.bytes", _int, 104857600,
+        "segment size of __consumer_offsets (small, so the cleaner compacts it soon)", 1),
     Key("offsets.commit.timeout.ms", _int, 5000,
         "how long an offset commit waits for the offsets topic's replicas", 1),
     Key("offsets.retention.minutes", _int, 1440,

@@ -21,7 +21,7 @@ from kafka_ha.zk.errors import ZkError, ZkNodeExists
 
 log = logging.getLogger(__name__)
 
-TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+TOPIC_CONFIGS = {"cleanup.policy": "compact"}   # plus segment.bytes, from the broker's config
 
 CreateTopic = Callable[[str, dict[int, tuple[int, ...]], dict[str, str]], None]
 
@@ -66,7 +66,11 @@ class OffsetsTopic:
         self._creating = True
         try:
             replicas = assign_replicas(brokers, self.config["offsets.topic.num.partitions"], wanted)
-            self._create_topic(OFFSETS_TOPIC, replicas, dict(TOPIC_CONFIGS))
+            # Small segments (Kafka: 100 MB), or a quiet group's commits sit in one
+            # active segment, which the cleaner never touches, for a gigabyte or a week.
+            configs = dict(TOPIC_CONFIGS, **{
+                "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
+            self._create_topic(OFFSETS_TOPIC, replicas, configs)
             log.info("Created the offsets topic %s with %d partitions, replication factor %d",
                      OFFSETS_TOPIC, len(replicas), wanted)
         except ZkNodeExists:

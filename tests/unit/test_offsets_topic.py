@@ -11,7 +11,8 @@ class Metadata:
         self.partitions = {}
 
 
-CONFIG = {"offsets.topic.num.partitions": 5, "offsets.topic.replication.factor": 3}
+CONFIG = {"offsets.topic.num.partitions": 5, "offsets.topic.replication.factor": 3,
+          "offsets.topic.segment.bytes": 104857600}
 
 
 def test_not_created_with_fewer_live_brokers_than_its_replication_factor(caplog):
@@ -29,7 +30,8 @@ def test_created_compacted_with_the_configured_partitions_then_located():
     assert topic.partition_count() == 5
     assert topic.locate(2) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
     [(name, replicas, configs)] = created
-    assert name == "__consumer_offsets" and configs == {"cleanup.policy": "compact"}
+    assert name == "__consumer_offsets"
+    assert configs == {"cleanup.policy": "compact", "segment.bytes": "104857600"}
     assert len(replicas) == 5 and all(len(r) == 3 for r in replicas.values())
     state = PartitionStateInfo(TopicPartition(name, 2), leader=3, leader_epoch=0, isr=(3, 1, 2),
                                zk_version=0, controller_epoch=1, replicas=(3, 1, 2))
