@@ -59,6 +59,9 @@ def read_all(bootstrap: str, topic: str, partitions: int, count: int, mode: str,
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "fetch.wait.max.ms": 100})
+    # Connections and metadata first, for both: the group's join would otherwise hide
+    # them while assign() pays for them in its reading time.
+    consumer.list_topics(topic, timeout=30)
     started = time.monotonic()
     assigned: list[float] = []
     if mode == "assign":
