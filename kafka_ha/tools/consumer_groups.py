@@ -134,14 +134,14 @@ def describe(args, admin: GroupAdmin, group: str, out: TextIO) -> int:
     committed = admin.committed(group) if not (args.members or args.state) else None
     if not _exists(group, info, committed):
         return _error(f"Consumer group '{group}' does not exist.")
+    if info["group_state"] in ("Empty", "Dead"):   # Dead here: offsets only, no metadata
+        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+    elif info["group_state"] in ("PreparingRebalance", "CompletingRebalance"):
+        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
     if args.state:
         _print(views.state_lines(group, where, info["protocol_data"], info["group_state"],
                                  len(info["members"])), out)
         return 0
-    if info["group_state"] == "Empty":
-        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
-    elif info["group_state"] in ("PreparingRebalance", "CompletingRebalance"):
-        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
     if args.members:
         if info["members"]:
             _print(views.member_lines(group, info["members"], args.verbose), out)
