@@ -96,9 +96,13 @@ class GroupBench:
         formed = wait_for(lambda: self.settled(members), 120, f"{n} members to settle")
         formation_ms = (max(m.synced[formed] for m in members) - started) * 1000
         progress(f"{n} members: formed in {formation_ms:.0f} ms (generation {formed})")
-        # Let a few heartbeats pass, then kill one member that is not the leader.
-        gevent.sleep(self.args.heartbeat_interval_ms * 2 / 1000)
+        # Kill one member (not the leader) half-way between two of its heartbeats: one in
+        # flight at the kill could reach the coordinator unrecorded here, and the time
+        # would count from a heartbeat an interval too early.
         victim, survivors = members[-1], members[:-1]
+        seen = victim.heartbeats
+        wait_for(lambda: victim.heartbeats > seen + 1, 60, "two heartbeats of the victim")
+        gevent.sleep(self.args.heartbeat_interval_ms / 2000)
         last_heartbeat = victim.last_heartbeat_sent
         victim.kill()
         settled = wait_for(lambda: self.settled(survivors, formed),

@@ -74,6 +74,7 @@ class Member:
         self.synced: dict[int, float] = {}       # generation -> when its SyncGroup answered
         self.group_sizes: dict[int, int] = {}    # generation -> members (known to the leader)
         self.last_heartbeat_sent = 0.0           # of a heartbeat the coordinator accepted
+        self.heartbeats = 0                      # accepted ones
         self.alive = True
         self.errors: dict[str, int] = {}
         self.task: gevent.Greenlet | None = None
@@ -140,6 +141,7 @@ class Member:
                 "member_id": self.member_id})
             if answer["error_code"] == ErrorCode.NONE:
                 self.last_heartbeat_sent = sent
+                self.heartbeats += 1
                 continue
             self._ok(answer["error_code"])
             return
