@@ -102,6 +102,20 @@ class GroupAdmin:
         snapshot = self.cluster.wait_for_topics(topics, self.timeout_s)
         return [(t, p) for t in topics for p in snapshot.partitions_for(t)]
 
+    def check_exist(self, tps: list[tuple[str, int]]) -> None:
+        """Named topics and partitions exist (a typo would otherwise be retried until
+        the timeout, as a partition still being created is).  The metadata of all
+        topics: asking for one by name would auto-create it."""
+        if not tps:
+            return
+        snapshot = self.cluster.refresh()
+        for topic, partition in tps:
+            if snapshot.topic_error(topic) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise reset.ResetError(f"Topic '{topic}' does not exist")
+            known = snapshot.partitions_for(topic)
+            if known is not None and partition not in known:
+                raise reset.ResetError(f"Partition {partition} of topic '{topic}' does not exist")
+
     def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         self.offsets.commit(group, {TopicPartition(*tp): o for tp, o in offsets.items()})
 
@@ -165,6 +179,7 @@ def reset_offsets(args, admin: GroupAdmin, group: str, out: TextIO) -> int:
         partitions = sorted(committed)
     else:
         named, whole = reset.parse_topics(args.topic)
+        admin.check_exist(named + [(t, 0) for t in whole])
         partitions = sorted(set(named) | set(admin.partitions_of(whole)))
     mode, value, by_time = args.mode, None, None
     if mode == "to-offset":

@@ -102,6 +102,11 @@ def test_describe_reset_and_delete_a_group(cluster_factory):
     assert rc == 0 and plan_of(out) == {("timed", 0): 10}, (out, err)
     assert committed_now(cluster, GROUP, "timed", (0,)) == {0: 10}
 
+    rc, out, err = reset(cluster, "--topic", "nosuch", "--to-earliest", "--execute")
+    assert rc == 1 and "Topic 'nosuch' does not exist" in err
+    rc, out, err = reset(cluster, "--topic", "orders:7", "--to-earliest", "--execute")
+    assert rc == 1 and "Partition 7 of topic 'orders' does not exist" in err
+
     rc, out, err = groups_tool(cluster, "--delete", "--group", GROUP)
     assert rc == 0 and out.strip() == \
         f"Deletion of requested consumer groups ('{GROUP}') was successful.", err
