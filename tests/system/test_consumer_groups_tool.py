@@ -136,3 +136,27 @@ def test_a_deleted_group_stays_deleted_after_its_coordinator_moves(cluster_facto
     wait_until(lambda: read_state(cluster, OFFSETS_TOPIC, partition).leader not in (leader, -1),
                timeout=60, message="no new leader for the group's offsets partition")
     assert committed_now(cluster, GROUP, "orders", (0,)) == {0: None}
+
+
+def test_unmodified_admin_clients_delete_groups(cluster_factory):
+    """DeleteGroups as kafka-python's and confluent-kafka's admin clients send it."""
+    from kafka.admin import KafkaAdminClient
+    confluent_admin = pytest.importorskip("confluent_kafka.admin")
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "orders", 1, 3)
+    produce(cluster, "orders", 10)
+    for group in ("by-kafka-python", "by-confluent"):
+        rc, out, err = groups_tool(cluster, "--reset-offsets", "--group", group, "--topic",
+                                   "orders", "--to-offset", "4", "--execute")
+        assert rc == 0 and committed_now(cluster, group, "orders", (0,)) == {0: 4}, err
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        results = dict(admin.delete_groups(["by-kafka-python", "nobody"]))
+    finally:
+        admin.close()
+    assert results == {"by-kafka-python": "OK", "nobody": "GroupIdNotFoundError"}, results
+    client = confluent_admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = client.delete_consumer_groups(["by-confluent"], request_timeout=30)
+    futures["by-confluent"].result(timeout=60)
+    assert committed_now(cluster, "by-kafka-python", "orders", (0,)) == {0: None}
+    assert committed_now(cluster, "by-confluent", "orders", (0,)) == {0: None}
