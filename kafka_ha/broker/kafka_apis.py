@@ -95,6 +95,7 @@ class KafkaApis:
                 ApiKey.LEAVE_GROUP: by_version(coordinator.leave_group),
                 ApiKey.LIST_GROUPS: by_version(coordinator.list_groups),
                 ApiKey.DESCRIBE_GROUPS: by_version(coordinator.describe_groups),
+                ApiKey.DELETE_GROUPS: by_version(coordinator.delete_groups),
                 ApiKey.OFFSET_COMMIT: by_version(offsets.commit),
                 ApiKey.OFFSET_FETCH: by_version(offsets.fetch),
             })

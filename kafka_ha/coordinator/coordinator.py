@@ -1,5 +1,5 @@
 """The group coordinator's request handlers: FindCoordinator, JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups.
+SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
 
 Each handler checks that this broker coordinates the group (``GroupCatalog``),
 asks the group's pure state machine (``group_state.Group``) what to do, and
@@ -176,6 +176,38 @@ class GroupCoordinator:
             described.append({"error_code": error, "group_id": group_id, "group_state": state,
                               "protocol_type": "", "protocol_data": "", "members": []})
         return {"throttle_time_ms": 0, "groups": described}
+
+    def delete_groups(self, request: dict[str, Any], version: int) -> dict[str, Any]:
+        results = [{"group_id": g, "error_code": self._delete_group(g)}
+                   for g in request["groups_names"]]
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _delete_group(self, group_id: str) -> int:
+        """Tombstones for the group's offsets and its metadata (acks=-1), then it is
+        forgotten here; Kafka's codes for a group with members or an unknown one."""
+        error = self._check(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        group = self.catalog.group(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        error = group.delete()
+        if error != ErrorCode.NONE:
+            return error
+        offsets = self.catalog.offsets.get(group_id, {})
+        records = [(offset_key(group_id, *tp), None) for tp in sorted(offsets)]
+        records.append((group_key(group_id), None))
+        error = self.catalog.write(group_id, records,
+                                   self.config["offsets.commit.timeout.ms"] / 1000)
+        if error != ErrorCode.NONE:
+            group.undo_delete()
+            return error
+        if self.catalog.groups.get(group_id) is group:
+            del self.catalog.groups[group_id]
+            self.catalog.offsets.pop(group_id, None)
+        log.info("Group %s removed: %d offsets and its metadata deleted with tombstones (%s-%d)",
+                 group_id, len(offsets), OFFSETS_TOPIC, self.catalog.partition_of(group_id))
+        return ErrorCode.NONE
 
     # ---- carrying out decisions ----------------------------------------------
 

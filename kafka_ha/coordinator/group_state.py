@@ -314,6 +314,21 @@ class Group:
             self.members[member_id].last_heartbeat_ms = now
         return error
 
+    def delete(self) -> int:
+        """DeleteGroups (Kafka 1.1+): only a group without members may go; it turns
+        Dead at once, so that no join or commit lands while its tombstones are written."""
+        if self.state == GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state != GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        self.state = GroupState.DEAD
+        return ErrorCode.NONE
+
+    def undo_delete(self) -> None:
+        """The tombstones were not written: the group is still in the log, so it lives on."""
+        if self.state == GroupState.DEAD and not self.members:
+            self.state = GroupState.EMPTY
+
     def unload(self) -> Outcome:
         """The offsets partition left this broker: waiting members look elsewhere."""
         outcome = Outcome()

@@ -36,6 +36,7 @@ class ApiKey(enum.IntEnum):
     LIST_GROUPS = 16
     API_VERSIONS = 18
     OFFSETS_FOR_LEADER_EPOCH = 23
+    DELETE_GROUPS = 42
 
 
 Schemas = dict[tuple[ApiKey, int], Struct]

@@ -1,5 +1,5 @@
-"""Request and response layouts of the group APIs (8-16), the versions a Kafka
-1.0-2.0 broker offers.
+"""Request and response layouts of the group APIs (8-16, and DeleteGroups, 42),
+the versions a Kafka 1.0-2.0 broker offers.
 
 Field names follow Kafka's ``common/message/*.json`` in snake_case.  From the
 second or third version of each API on, the only change is a leading
@@ -17,6 +17,7 @@ from kafka_ha.protocol.schema import (
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
+DELETE_GROUPS = 42
 
 GROUP_SCHEMAS: dict[tuple[int, int], tuple[Struct, Struct]] = {}
 _THROTTLE = ("throttle_time_ms", INT32)
@@ -121,4 +122,8 @@ _define(OFFSET_FETCH, range(0, 2), _offset_fetch_request(False), Struct(_FETCHED
 _define(OFFSET_FETCH, range(2, 3), _offset_fetch_request(True), Struct(_FETCHED_TOPICS, _ERROR))
 _define(OFFSET_FETCH, range(3, 5), _offset_fetch_request(True),
         Struct(_THROTTLE, _FETCHED_TOPICS, _ERROR))
+
+# -- DeleteGroups (42, Kafka 1.1+, KIP-229): v1 is v0 (only throttling changed).
+_define(DELETE_GROUPS, range(0, 2), Struct(("groups_names", Array(STRING))), Struct(
+    _THROTTLE, ("results", Array(Struct(("group_id", STRING), _ERROR)))))
 del _v, _key, _request, _response

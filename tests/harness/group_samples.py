@@ -46,6 +46,7 @@ GROUP_REQUESTS = {
     **{(K.LIST_GROUPS, v): {} for v in range(3)},
     **{(K.OFFSET_COMMIT, v): _commit_request(v) for v in (3, 4)},
     **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": None} for v in (2, 3, 4)},
+    **{(K.DELETE_GROUPS, v): {"groups_names": ["g1", "g2"]} for v in (0, 1)},
 }
 
 GROUP_RESPONSES = {
@@ -62,4 +63,7 @@ GROUP_RESPONSES = {
         {"partition_index": 0, "error_code": 0}]}]} for v in (3, 4)},
     (K.OFFSET_FETCH, 2): {**_FETCHED, "error_code": 0},
     **{(K.OFFSET_FETCH, v): {**THROTTLE, **_FETCHED, "error_code": 14} for v in (3, 4)},
+    **{(K.DELETE_GROUPS, v): {**THROTTLE, "results": [{"group_id": "g1", "error_code": 0},
+                                                      {"group_id": "g2", "error_code": 68}]}
+       for v in (0, 1)},
 }

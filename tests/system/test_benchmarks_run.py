@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_ha.tools import controller_bench, failover_bench
+from kafka_ha.tools import controller_bench, failover_bench, group_bench
 from kafka_ha.tools.bench_report import load, render
 
 pytestmark = pytest.mark.system
@@ -38,3 +38,25 @@ def test_controller_bench_writes_its_writes_against_the_floor(tmp_path):
     assert data["results"]["watches"]["topics"] == 10 and data["results"]["watches"]["count"] > 0
     [target] = data["ratios"]
     assert target["baseline_value"] == row["floor_ms"] and target["value"] == row["event_write_ms"]
+
+
+def test_group_bench_writes_rebalances_commits_and_read_rates(tmp_path):
+    pytest.importorskip("confluent_kafka", reason="the read-rate part uses confluent-kafka")
+    results = tmp_path / "bench-results"
+    assert group_bench.main(["--members", "3", "--committers", "1,2", "--commit-seconds", "1",
+                             "--messages", "2000", "--initial-rebalance-delay-ms", "500",
+                             "--dir", str(tmp_path / "work"),
+                             "--json", str(results / "groups.json")]) == 0
+    [data] = load(results)
+    [row] = data["results"]["rebalances"]
+    # Neither can finish before its floor: the initial delay, the session timeout.
+    assert row["members"] == 3 and row["formation_ms"] >= 500
+    assert row["failure_ms"] >= row["failure_floor_ms"] == 6000
+    assert [c["committers"] for c in data["results"]["commits"]] == [1, 2]
+    assert all(c["commits"] > 0 and c["failed"] == 0 for c in data["results"]["commits"])
+    best = data["results"]["reads"]["best"]
+    assert best["assign"]["records"] == best["group"]["records"] == 2000
+    assert [r["baseline"] for r in data["ratios"]] == ["floor: initial rebalance delay",
+                                                       "floor: session timeout",
+                                                       "assign() read rate"]
+    render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")

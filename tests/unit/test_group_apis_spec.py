@@ -13,7 +13,7 @@ from kafka_ha.protocol.schema import (  # noqa: E402
 
 NAMES = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup",
          12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
-         16: "ListGroups"}
+         16: "ListGroups", 42: "DeleteGroups"}
 # Kafka renamed this field for KIP-848 (4.0); the 2.x name is ours.
 RENAMED = {("generation_id", "generation_id_or_member_epoch")}
 

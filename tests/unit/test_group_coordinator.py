@@ -100,3 +100,37 @@ def test_a_group_with_members_keeps_its_offsets(tmp_path):
     committed_at = c.catalog.offsets[GROUP][("t", 0)].commit_timestamp
     assert c.expire_offsets(committed_at + 10 ** 9) == 0
     assert ("t", 0) in c.catalog.offsets[GROUP]
+
+
+def delete(c, *groups):
+    response = c.delete_groups({"groups_names": list(groups)}, 1)
+    return [r["error_code"] for r in response["results"]]
+
+
+def test_deleting_an_empty_group_writes_tombstones_for_its_offsets_and_metadata(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    commit(c, retention_ms=60000)
+    assert delete(c, GROUP) == [ErrorCode.NONE]
+    assert written(c.batches[-1]) == [(rec.OffsetKey(GROUP, "t", 0), None),
+                                      (rec.GroupKey(GROUP), None)]
+    assert GROUP not in c.catalog.groups and GROUP not in c.catalog.offsets
+    assert delete(c, GROUP) == [ErrorCode.GROUP_ID_NOT_FOUND]
+
+
+def test_a_group_with_members_or_an_unknown_group_is_not_deleted(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    join_and_sync(c)
+    writes = len(c.batches)
+    assert delete(c, GROUP, "nobody", "") == [ErrorCode.NON_EMPTY_GROUP,
+                                             ErrorCode.GROUP_ID_NOT_FOUND,
+                                             ErrorCode.INVALID_GROUP_ID]
+    assert len(c.batches) == writes and c.catalog.groups[GROUP].members
+
+
+def test_a_group_whose_tombstones_were_not_written_lives_on(tmp_path):
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    commit(c, retention_ms=60000)
+    c.catalog._append = lambda tp, batch, timeout_s: ErrorCode.NOT_ENOUGH_REPLICAS
+    assert delete(c, GROUP) == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    assert c.catalog.groups[GROUP].state.value == "Empty"
+    assert c.catalog.offsets[GROUP][("t", 0)].offset == 5

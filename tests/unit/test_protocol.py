@@ -37,7 +37,8 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
         {k: v for k, v in SUPPORTED_VERSIONS.items() if k not in capped}
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
-    assert len(SUPPORTED_VERSIONS) == 19
+    assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
+    assert len(SUPPORTED_VERSIONS) == 20
 
 
 @pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
