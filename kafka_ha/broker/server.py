@@ -21,8 +21,9 @@ from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
-from kafka_ha.broker.kafka_apis import KafkaApis
+from kafka_ha.broker.kafka_apis import KafkaApis, by_version
 from kafka_ha.broker.metadata_cache import MetadataCache
+from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.topic_configs import TopicConfigs
@@ -32,6 +33,7 @@ from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import BrokerEndpoint, BrokerInfo
+from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
@@ -39,6 +41,7 @@ from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import ZkNodeExists
+from kafka_ha.zk.producer_id_store import ProducerIdBlockStore
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class KafkaServer:
         self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis,
                                  GroupOffsets(self.store, me), self._auto_create_topics,
                                  self._controlled_shutdown_request, guard)
+        producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
+        self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
         self.replica_manager.start_tasks()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))

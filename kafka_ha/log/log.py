@@ -14,10 +14,11 @@ import bisect
 import logging
 import os
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
+from kafka_ha.records.shallow import Entry
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
@@ -146,6 +147,11 @@ class Log:
                     return max(found, self._log_start_offset)
                 prev_last = entry.last_offset
         return None
+
+    def headers(self) -> Iterator[Entry]:
+        """Every entry's header, from the first segment on (a scan that reads no bodies)."""
+        for segment in list(self._segments):
+            yield from segment.headers()
 
     # --- appends ---------------------------------------------------------------------------------
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import enum
 
+from kafka_ha.protocol.produce_api import (
+    INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE, INIT_PRODUCER_ID_VERSIONS, PRODUCE_VERSIONS,
+    produce_request, produce_response)
 from kafka_ha.protocol.schema import (
     BOOLEAN, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
     Array, Struct)
@@ -28,6 +31,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
     API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
 
 
@@ -128,28 +132,12 @@ _define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(1, 2), _EPOCH_REQUEST,
                 ("error_code", INT16), ("partition", INT32), ("leader_epoch", INT32),
                 ("end_offset", INT64)))))))))
 
-# -- Produce (0) --------------------------------------------------------------
+# -- Produce (0) and InitProducerId (22): layouts in produce_api ---------------
 
-_PRODUCE_PARTITION = Struct(("index", INT32), ("records", NULLABLE_BYTES))
-_PRODUCE_REQUEST = Struct(
-    ("acks", INT16), ("timeout_ms", INT32),
-    ("topic_data", Array(Struct(
-        ("name", STRING), ("partition_data", Array(_PRODUCE_PARTITION))))))
-
-
-def _produce_response(version: int) -> Struct:
-    partition = [("index", INT32), ("error_code", INT16), ("base_offset", INT64)]
-    if version >= 2:
-        partition.append(("log_append_time_ms", INT64))
-    topic = Struct(("name", STRING), ("partition_responses", Array(Struct(*partition))))
-    fields = [("responses", Array(topic))]
-    if version >= 1:
-        fields.append(("throttle_time_ms", INT32))
-    return Struct(*fields)
-
-
-for _v in range(0, 3):
-    _define(ApiKey.PRODUCE, range(_v, _v + 1), _PRODUCE_REQUEST, _produce_response(_v))
+for _v in PRODUCE_VERSIONS:
+    _define(ApiKey.PRODUCE, range(_v, _v + 1), produce_request(_v), produce_response(_v))
+_define(ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSIONS, INIT_PRODUCER_ID_REQUEST,
+        INIT_PRODUCER_ID_RESPONSE)
 
 # -- Fetch (1) ----------------------------------------------------------------
 

@@ -1,0 +1,95 @@
+"""A partition's producer state kept in step with its log: built from the log when
+first needed, updated by every append (leader and follower), cut back by truncation.
+
+The decisions are :mod:`producer_state`'s; this module finds the idempotent
+batches in record sets and log segments (their v2 headers only, no record is
+decoded) and decides when the state must be rebuilt.
+
+Building: the state is built by scanning the headers of every batch in the log
+the first time a leader needs it (the first idempotent batch it is asked to
+append), so a broker that starts, or a follower that becomes leader, knows every
+producer whose batches its log holds.  Until then nothing is kept, and a
+follower's appends cost nothing.  Kafka also writes producer-state snapshots
+(``<offset>.snapshot``) to bound this scan; they are not written here yet, so
+the scan covers the whole log, on the event loop.
+
+Truncation keeps what is below the new log end; when a producer loses every
+cached batch, the state is dropped and rebuilt at the next need.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Protocol
+
+from kafka_ha.broker.producer_state import APPEND, Decision, ProducerBatch, ProducerStates
+from kafka_ha.records.format import MAGIC_V2
+from kafka_ha.records.shallow import Entry, iter_entries
+
+log = logging.getLogger(__name__)
+
+
+class HeaderScannable(Protocol):
+    def headers(self) -> Iterable[Entry]: ...
+
+
+def idempotent_batches(entries: Iterable[Entry]) -> list[tuple[ProducerBatch, int]]:
+    """``(batch, first offset)`` of each v2 batch with a producer id, in order."""
+    return [(ProducerBatch(e.producer_id, e.producer_epoch, e.base_sequence, e.record_count),
+             e.first_offset)
+            for e in entries if e.magic == MAGIC_V2 and e.producer_id >= 0]
+
+
+def unassigned_idempotent_batches(entries: Iterable[Entry]) -> list[tuple[ProducerBatch, int]]:
+    """As :func:`idempotent_batches` for a producer's v2 batches, whose offsets are not
+    assigned yet: each batch's offset is relative to the record set's first one."""
+    out, relative = [], 0
+    for e in entries:
+        if e.producer_id >= 0:
+            out.append((ProducerBatch(e.producer_id, e.producer_epoch, e.base_sequence,
+                                      e.record_count), relative))
+        relative += e.record_count
+    return out
+
+
+def rebuilt(entries: Iterable[Entry]) -> ProducerStates:
+    states = ProducerStates()
+    states.record_all(idempotent_batches(entries))
+    return states
+
+
+class LogProducers:
+    def __init__(self, log_: HeaderScannable, name: object) -> None:
+        self._log = log_
+        self._name = name
+        self._states: ProducerStates | None = None   # None: not built (or dropped)
+
+    def states(self) -> ProducerStates:
+        if self._states is None:
+            self._states = rebuilt(self._log.headers())
+            log.info("%s: rebuilt the state of %d producers from the log", self._name,
+                     len(self._states))
+        return self._states
+
+    def check(self, records) -> tuple[Decision, list[tuple[ProducerBatch, int]]]:
+        """The leader's decision for a record set (v2 batches, offsets not yet assigned)
+        and its idempotent batches, to pass to :meth:`appended` once written."""
+        batches = unassigned_idempotent_batches(iter_entries(records))
+        if not batches:
+            return APPEND, batches
+        return self.states().check_all([b for b, _ in batches]), batches
+
+    def appended(self, batches: list[tuple[ProducerBatch, int]], first_offset: int) -> None:
+        """The leader wrote the record set :meth:`check` saw from ``first_offset``."""
+        if not batches or self._states is None:
+            return
+        for batch, relative in batches:
+            self._states.record(batch, first_offset + relative)
+
+    def appended_as_follower(self, records) -> None:
+        """A follower wrote the leader's entries (their offsets are assigned)."""
+        if self._states is not None:
+            self._states.record_all(idempotent_batches(iter_entries(records)))
+
+    def truncated(self, log_end_offset: int) -> None:
+        if self._states is not None and not self._states.truncate(log_end_offset):
+            self._states = None
