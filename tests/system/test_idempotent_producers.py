@@ -112,3 +112,42 @@ def test_confluent_kafka_idempotent_producer_through_a_leader_kill(cluster_facto
     assert_intact(history, retried={})            # no duplicate at all: idempotence
     assert not history.lost, f"{len(history.lost)} acknowledged records lost"
     assert_each_partition_holds(records, partitions, n)   # no gap either
+
+
+def test_bad_idempotent_input_gets_kafkas_errors_and_the_broker_stays_up(cluster_factory):
+    from kafka_ha.protocol.api import ApiKey
+    from kafka_ha.protocol.connection import BrokerConnection
+    from kafka_ha.records.builder import Record, build_legacy_message_set, build_v2_batch
+
+    cluster = cluster_factory(brokers=1)
+    create_topic(cluster, "bad-idem", 1, 1)
+    conn = BrokerConnection("127.0.0.1", cluster.port(1), "bad", 30)
+
+    def init(transactional_id=None):
+        r = conn.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": transactional_id,
+                                                      "transaction_timeout_ms": 60000})
+        return r["error_code"], r["producer_id"]
+
+    def produce(records, version=7, transactional_id=None):
+        r = conn.request(ApiKey.PRODUCE, version, {
+            "transactional_id": transactional_id, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "bad-idem", "partition_data": [{"index": 0, "records": records}]}]})
+        part = r["responses"][0]["partition_responses"][0]
+        return part["error_code"], part["base_offset"]
+
+    def batch(pid, seq, epoch=0):
+        return build_v2_batch([Record(None, b"%d" % seq)], producer=(pid, epoch, seq))
+
+    error, pid = init()
+    assert error == 0 and pid >= 0
+    assert init()[1] == pid + 1
+    assert init("tx")[0] == 53                                  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(batch(pid, 0)) == (0, 0)
+    assert produce(batch(pid, 0)) == (0, 0)                     # a retry: its offset, not stored again
+    assert produce(batch(pid, 5))[0] == 45                      # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce(batch(pid + 500, 3))[0] == 59                # UNKNOWN_PRODUCER_ID
+    assert produce(build_legacy_message_set([Record(None, b"v")], magic=1), version=3)[0] == 87
+    assert produce(batch(pid, 1), transactional_id="tx")[0] == 53
+    assert produce(batch(pid, 1)) == (0, 1)
+    conn.close()
+    assert cluster.broker_alive(1)
