@@ -93,7 +93,8 @@ def test_confluent_kafka_idempotent_producer_through_a_leader_kill(cluster_facto
     victim = read_states(cluster, "ck-idem")[0].leader
     for i in range(n):
         if i == n // 3:
-            cluster.wait_until(lambda: len(acked) >= n // 6, timeout=120,
+            # (delivery callbacks run only inside poll)
+            cluster.wait_until(lambda: producer.poll(0.1) >= 0 and len(acked) >= n // 6, timeout=120,
                                message="production did not get going")
             cluster.kill(victim)
         while True:
