@@ -144,14 +144,17 @@ class Partition:
     def append_as_leader(self, records: bytes | memoryview, acks: int) -> AppendResult:
         if not self.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        if needs_conversion(records):
+            records = to_v2(records)
+        # May pause for the event loop (building the producer state): the role is checked after.
+        decision, batches = self.producers.check(records)
+        if not self.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         min_isr = self._min_isr()
         if acks == -1 and len(self.isr) < min_isr:
             raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"ISR {list(self.isr)} is smaller than min.insync.replicas "
                                      f"{min_isr}")
-        if needs_conversion(records):
-            records = to_v2(records)
-        decision, batches = self.producers.check(records)
         if decision.error != ErrorCode.NONE:
             raise KafkaProtocolError(decision.error, decision.message)
         if decision.duplicate is not None:

@@ -11,7 +11,11 @@ append), so a broker that starts, or a follower that becomes leader, knows every
 producer whose batches its log holds.  Until then nothing is kept, and a
 follower's appends cost nothing.  Kafka also writes producer-state snapshots
 (``<offset>.snapshot``) to bound this scan; they are not written here yet, so
-the scan covers the whole log, on the event loop.
+the scan covers the whole log (about 5 us a batch).  It pauses for the event
+loop every slice (``cooperative.yielding``): appends that happen meanwhile are
+picked up by a last pass over the log's tail, which does not pause, and a
+truncation meanwhile starts the scan over.  Other greenlets that need the state
+wait for the one building it.
 
 Truncation keeps what is below the new log end; when a producer loses every
 cached batch, the state is dropped and rebuilt at the next need.
@@ -19,9 +23,12 @@ cached batch, the state is dropped and rebuilt at the next need.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Protocol
+from typing import Iterable, Iterator, Protocol
+
+from gevent.lock import Semaphore
 
 from kafka_ha.broker.producer_state import APPEND, Decision, ProducerBatch, ProducerStates
+from kafka_ha.cooperative import yielding
 from kafka_ha.records.format import MAGIC_V2
 from kafka_ha.records.shallow import Entry, iter_entries
 
@@ -29,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class HeaderScannable(Protocol):
-    def headers(self) -> Iterable[Entry]: ...
+    def headers(self, from_offset: int = 0) -> Iterator[Entry]: ...
 
 
 def idempotent_batches(entries: Iterable[Entry]) -> list[tuple[ProducerBatch, int]]:
@@ -51,24 +58,42 @@ def unassigned_idempotent_batches(entries: Iterable[Entry]) -> list[tuple[Produc
     return out
 
 
-def rebuilt(entries: Iterable[Entry]) -> ProducerStates:
-    states = ProducerStates()
-    states.record_all(idempotent_batches(entries))
-    return states
-
-
 class LogProducers:
     def __init__(self, log_: HeaderScannable, name: object) -> None:
         self._log = log_
         self._name = name
         self._states: ProducerStates | None = None   # None: not built (or dropped)
+        self._building = Semaphore()
+        self._truncations = 0
 
     def states(self) -> ProducerStates:
+        """The state, built first if there is none (which may pause for the event loop:
+        callers re-check what other greenlets may have changed meanwhile)."""
         if self._states is None:
-            self._states = rebuilt(self._log.headers())
-            log.info("%s: rebuilt the state of %d producers from the log", self._name,
-                     len(self._states))
+            with self._building:
+                if self._states is None:              # not built by the greenlet waited for
+                    self._states = self._rebuilt()
         return self._states
+
+    def _rebuilt(self) -> ProducerStates:
+        while True:
+            truncations = self._truncations
+            states, next_offset, batches = ProducerStates(), 0, 0
+            for entry in yielding(self._log.headers()):
+                if self._truncations != truncations:
+                    break
+                states.record_all(idempotent_batches((entry,)))
+                next_offset, batches = entry.last_offset + 1, batches + 1
+            if self._truncations != truncations:
+                continue
+            # What was appended while the scan paused; no pause here, so nothing is missed.
+            for entry in self._log.headers(next_offset):
+                if entry.last_offset >= next_offset:
+                    states.record_all(idempotent_batches((entry,)))
+                    batches += 1
+            log.info("%s: rebuilt the state of %d producers from the %d batches of the log",
+                     self._name, len(states), batches)
+            return states
 
     def check(self, records) -> tuple[Decision, list[tuple[ProducerBatch, int]]]:
         """The leader's decision for a record set (v2 batches, offsets not yet assigned)
@@ -91,5 +116,6 @@ class LogProducers:
             self._states.record_all(idempotent_batches(iter_entries(records)))
 
     def truncated(self, log_end_offset: int) -> None:
+        self._truncations += 1
         if self._states is not None and not self._states.truncate(log_end_offset):
             self._states = None

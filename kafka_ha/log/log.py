@@ -148,10 +148,13 @@ class Log:
                 prev_last = entry.last_offset
         return None
 
-    def headers(self) -> Iterator[Entry]:
-        """Every entry's header, from the first segment on (a scan that reads no bodies)."""
-        for segment in list(self._segments):
-            yield from segment.headers()
+    def headers(self, from_offset: int = 0) -> Iterator[Entry]:
+        """The header of every entry from the one holding ``from_offset`` (the offset index
+        finds where to start; entries just before it may come too), to the end: a scan
+        that reads no bodies."""
+        first = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        for i, segment in enumerate(self._segments[first:]):
+            yield from segment.headers(segment.index.lookup(from_offset) if i == 0 else 0)
 
     # --- appends ---------------------------------------------------------------------------------
 

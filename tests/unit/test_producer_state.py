@@ -132,3 +132,52 @@ def test_a_follower_records_the_batches_it_appends(tmp_path):
     finally:
         leader_log.close()
         follower_log.close()
+
+
+def pausing_at_entry(monkeypatch, meanwhile, at=0):
+    """The rebuild's scan pauses after its entry ``at``, and ``meanwhile`` runs there,
+    as another greenlet would (once)."""
+    import kafka_ha.broker.producer_state_log as module
+    calls = []
+
+    def yielding(items):
+        for i, item in enumerate(items):
+            yield item
+            if i == at and not calls:
+                calls.append(1)
+                meanwhile()
+    monkeypatch.setattr(module, "yielding", yielding)
+
+
+def test_appends_while_the_rebuild_pauses_are_in_the_state(tmp_path, monkeypatch):
+    log_ = open_log(tmp_path)
+    try:
+        for seq in (0, 2, 4):
+            log_.append_as_leader(idempotent(PID, 0, seq), 1)            # offsets 0-5
+        producers = LogProducers(log_, "t-0")
+        pausing_at_entry(monkeypatch, lambda: [
+            log_.append_as_leader(idempotent(PID, 0, 6), 1),             # 6-7, appended as a leader
+            log_.append_as_leader(idempotent(9, 0, 0), 1)])              # 8-9, would be without state
+        assert producers.check(idempotent(PID, 0, 6))[0].duplicate.first_offset == 6
+        assert producers.check(idempotent(9, 0, 0))[0].duplicate.first_offset == 8
+        assert producers.check(idempotent(PID, 0, 8))[0].error == E.NONE
+    finally:
+        log_.close()
+
+
+def test_a_truncation_while_the_rebuild_pauses_starts_it_over(tmp_path, monkeypatch):
+    log_ = open_log(tmp_path)
+    try:
+        for seq in (0, 2, 4):
+            log_.append_as_leader(idempotent(PID, 0, seq), 1)            # offsets 0-5
+        producers = LogProducers(log_, "t-0")
+
+        def truncate():
+            log_.truncate_to(2)
+            producers.truncated(log_.log_end_offset)
+        # the scan has seen the batch at 2-3 when the truncation removes it
+        pausing_at_entry(monkeypatch, truncate, at=1)
+        assert producers.check(idempotent(PID, 0, 2))[0].duplicate is None
+        assert producers.check(idempotent(PID, 0, 4))[0].error == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    finally:
+        log_.close()
