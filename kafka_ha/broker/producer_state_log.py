@@ -30,7 +30,7 @@ from gevent.lock import Semaphore
 from kafka_ha.broker.producer_state import APPEND, Decision, ProducerBatch, ProducerStates
 from kafka_ha.cooperative import yielding
 from kafka_ha.records.format import MAGIC_V2
-from kafka_ha.records.shallow import Entry, iter_entries
+from kafka_ha.records.shallow import Entry, iter_entries, validate_entry
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,17 @@ class LogProducers:
     def check(self, records) -> tuple[Decision, list[tuple[ProducerBatch, int]]]:
         """The leader's decision for a record set (v2 batches, offsets not yet assigned)
         and its idempotent batches, to pass to :meth:`appended` once written."""
-        batches = unassigned_idempotent_batches(iter_entries(records))
+        entries = list(iter_entries(records))
+        batches = unassigned_idempotent_batches(entries)
         if not batches:
             return APPEND, batches
-        return self.states().check_all([b for b, _ in batches]), batches
+        decision = self.states().check_all([b for b, _ in batches])
+        if decision.duplicate is not None:
+            # Answered without the append's checks: a retry must be sound (CRC, sizes)
+            # before it is taken for the batch it repeats, as Kafka validates first.
+            for entry in entries:
+                validate_entry(records, entry)
+        return decision, batches
 
     def appended(self, batches: list[tuple[ProducerBatch, int]], first_offset: int) -> None:
         """The leader wrote the record set :meth:`check` saw from ``first_offset``."""

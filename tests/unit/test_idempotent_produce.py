@@ -47,6 +47,15 @@ def test_a_retried_batch_is_answered_with_its_first_offset_and_not_appended(plan
     assert partition.log.log_end_offset == 6
 
 
+def test_a_damaged_retry_is_refused_not_taken_for_the_batch_it_repeats(plane):
+    apis, partition = plane
+    assert produce(apis, batch(0))["error_code"] == E.NONE
+    damaged = bytearray(batch(0))
+    damaged[-1] ^= 0xFF                                  # a record byte: the CRC no longer matches
+    assert produce(apis, bytes(damaged))["error_code"] == E.CORRUPT_MESSAGE
+    assert partition.log.log_end_offset == 3
+
+
 def test_a_sequence_gap_an_unknown_producer_and_a_fenced_epoch_get_their_errors(plane):
     apis, partition = plane
     assert produce(apis, batch(0, epoch=1))["error_code"] == E.NONE
