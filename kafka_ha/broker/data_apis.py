@@ -19,11 +19,13 @@ from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
+from kafka_ha.broker.produce_checks import v3_refusal
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
 from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.deferred import DeferredResponse
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.produce_api import LOG_START_PRODUCE_VERSION, TRANSACTIONAL_PRODUCE_VERSION
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
 
@@ -77,7 +79,15 @@ class DataApis:
         # A generator: the appends take the partitions one by one, in slices.
         entries = ((TopicPartition(topic["name"], part["index"]), part["records"])
                    for topic in request["topic_data"] for part in topic["partition_data"])
-        results = replica_appends.append_records(self.replicas, entries, acks)
+        if request.get("transactional_id") is not None:
+            # Transactions are out of scope (produce_checks): nothing is appended.
+            log.info("Refused a transactional produce (transactional id %r): transactions are "
+                     "not supported", request["transactional_id"])
+            results = {tp: replica_appends.PartitionAppend(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                       for tp, _ in entries}
+        else:
+            refusal = v3_refusal if version >= TRANSACTIONAL_PRODUCE_VERSION else None
+            results = replica_appends.append_records(self.replicas, entries, acks, refusal)
         if acks == 0:
             return None
         if acks == -1 and replica_appends.any_waiting(results):
@@ -101,6 +111,9 @@ class DataApis:
             entry = {"index": tp.partition, "error_code": result.error, "base_offset": result.base_offset}
             if version >= 2:
                 entry["log_append_time_ms"] = -1
+            if version >= LOG_START_PRODUCE_VERSION:
+                entry["log_start_offset"] = -1 if result.partition is None else \
+                    result.partition.log.log_start_offset
             by_topic.setdefault(tp.topic, []).append(entry)
         response: dict[str, Any] = {"responses": [{"name": t, "partition_responses": ps}
                                                   for t, ps in by_topic.items()]}

@@ -126,12 +126,17 @@ class KafkaApis:
         # v0: an empty list means all topics; v1: null means all, empty means none.
         if version == 0 and not topics:
             topics = None
-        if topics and self._auto_create is not None:
+        auto_create = self._auto_create is not None and body.get("allow_auto_topic_creation", True)
+        if topics and auto_create:
             missing = [t for t in topics if t not in self.metadata.partitions]
             if missing:
                 self._auto_create(missing)
         response = self.metadata.metadata_response(topics)
-        if topics and self._auto_create is not None:
+        if version >= 2:
+            response["cluster_id"] = None          # nullable: this broker does not read /cluster/id
+        if version >= 3:
+            response["throttle_time_ms"] = 0
+        if topics and auto_create:
             for topic in response["topics"]:
                 if topic["name"] in missing and topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     topic["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE

@@ -20,6 +20,7 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from kafka_ha.broker import replication, storage_failure
+from kafka_ha.broker.producer_state_log import LogProducers
 from kafka_ha.broker.replication import FollowerState
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
@@ -48,6 +49,8 @@ class Partition:
         self._halt = halt
         self.broker_id = broker_id
         self.log = log_
+        # Idempotent producers' last batches in this log (producer_state_log).
+        self.producers = LogProducers(log_, tp)
         self._min_isr = min_isr
         self._isr_writer = isr_writer
         self.leader = -1
@@ -141,15 +144,26 @@ class Partition:
     def append_as_leader(self, records: bytes | memoryview, acks: int) -> AppendResult:
         if not self.is_leader:
             raise KafkaProtocolError(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        if needs_conversion(records):
+            records = to_v2(records)
+        # May pause for the event loop (building the producer state): the role is checked after.
+        decision, batches = self.producers.check(records)
+        if not self.is_leader:
+            raise KafkaProtocolError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         min_isr = self._min_isr()
         if acks == -1 and len(self.isr) < min_isr:
             raise KafkaProtocolError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"ISR {list(self.isr)} is smaller than min.insync.replicas "
                                      f"{min_isr}")
-        if needs_conversion(records):
-            records = to_v2(records)
+        if decision.error != ErrorCode.NONE:
+            raise KafkaProtocolError(decision.error, decision.message)
+        if decision.duplicate is not None:
+            # A producer's retry of a batch this log holds: answered with where it is.
+            return AppendResult(decision.duplicate.first_offset, decision.duplicate.last_offset,
+                                self.truncations)
         with self._writing("appending to"):
             info = self.log.append_as_leader(records, self.leader_epoch)
+        self.producers.appended(batches, info.first_offset)
         self._notify(appended=True, hw_moved=self._maybe_advance_hw())
         return AppendResult(info.first_offset, info.last_offset, self.truncations)
 
@@ -183,6 +197,7 @@ class Partition:
         """Append what the leader sent (the replica fetcher)."""
         with self._writing("appending to"):
             self.log.append_as_follower(records)
+        self.producers.appended_as_follower(records)
 
     # ---- leader: follower fetches ------------------------------------------
 
@@ -324,6 +339,7 @@ class Partition:
         self.truncations += 1
         with self._writing("truncating"):
             self.log.truncate_to(offset)
+        self.producers.truncated(self.log.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._notify()
 
@@ -331,6 +347,7 @@ class Partition:
         self.truncations += 1
         with self._writing("truncating"):
             self.log.truncate_fully_and_start_at(offset)
+        self.producers.truncated(self.log.log_end_offset)
         self.high_watermark = offset
         self._notify()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.hosted_partitions import HostedPartitions
@@ -42,13 +42,20 @@ class PartitionAppend:
 
 
 def append_records(partitions: HostedPartitions, entries: Iterable[tuple[TopicPartition, Records]],
-                   acks: int) -> dict[TopicPartition, PartitionAppend]:
-    """Append each partition's records as its leader; one result per partition, in order."""
+                   acks: int, refusal: Callable[[Records], int | None] | None = None
+                   ) -> dict[TopicPartition, PartitionAppend]:
+    """Append each partition's records as its leader; one result per partition, in order.
+
+    ``refusal``, if given, returns the error code for a record set the request's
+    version does not allow (checked first, as Kafka validates a request's records
+    before it looks for the partitions), or None."""
     results: dict[TopicPartition, PartitionAppend] = {}
     # In slices: a first write to thousands of partitions must not hold the loop
     # (requests of one connection stay in order: they are served one at a time).
     for tp, records in yielding(entries):
-        results[tp] = _append(partitions, tp, records, acks)
+        refused = refusal(records) if refusal is not None and records else None
+        results[tp] = PartitionAppend(refused) if refused is not None else \
+            _append(partitions, tp, records, acks)
     return results
 
 
@@ -64,7 +71,10 @@ def _append(partitions: HostedPartitions, tp: TopicPartition, records: Records,
     try:
         result = p.append_as_leader(records, acks)
     except KafkaProtocolError as e:
-        return PartitionAppend(e.code)
+        # The partition goes along: a Produce v5+ answer gives its log start offset
+        # with the error (how a producer tells UNKNOWN_PRODUCER_ID after retention
+        # from a lost write).
+        return PartitionAppend(e.code, partition=p)
     except RecordsError as e:
         log.info("Rejected produce to %s: %s", tp, e)
         return PartitionAppend(e.code)

@@ -22,9 +22,10 @@ from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
-from kafka_ha.broker.kafka_apis import KafkaApis
+from kafka_ha.broker.kafka_apis import KafkaApis, by_version
 from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.metadata_cache import MetadataCache
+from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.topic_configs import TopicConfigs
@@ -35,6 +36,7 @@ from kafka_ha.controller.controller import KafkaController
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import BrokerEndpoint, BrokerInfo
+from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
@@ -42,6 +44,7 @@ from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import ZkNodeExists
+from kafka_ha.zk.producer_id_store import ProducerIdBlockStore
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,8 @@ class KafkaServer:
             self._create_topic)
         self.handler = KafkaApis(self.replica_manager, self.metadata, data_apis, group_apis,
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
+        producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
+        self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)

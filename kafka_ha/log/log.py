@@ -14,10 +14,11 @@ import bisect
 import logging
 import os
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
+from kafka_ha.records.shallow import Entry
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
@@ -150,6 +151,14 @@ class Log:
                     return max(found, self._log_start_offset)
                 prev_last = entry.last_offset
         return None
+
+    def headers(self, from_offset: int = 0) -> Iterator[Entry]:
+        """The header of every entry from the one holding ``from_offset`` (the offset index
+        finds where to start; entries just before it may come too), to the end: a scan
+        that reads no bodies."""
+        first = max(0, bisect.bisect_right(self._bases, from_offset) - 1)
+        for i, segment in enumerate(self._segments[first:]):
+            yield from segment.headers(segment.index.lookup(from_offset) if i == 0 else 0)
 
     # --- appends ---------------------------------------------------------------------------------
 

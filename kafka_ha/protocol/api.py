@@ -11,6 +11,9 @@ from __future__ import annotations
 import enum
 
 from kafka_ha.protocol.group_apis import GROUP_SCHEMAS
+from kafka_ha.protocol.produce_api import (
+    INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE, INIT_PRODUCER_ID_VERSIONS, PRODUCE_VERSIONS,
+    produce_request, produce_response)
 from kafka_ha.protocol.schema import (
     BOOLEAN, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
     Array, Struct)
@@ -35,6 +38,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
     DELETE_GROUPS = 42
 
@@ -61,28 +65,40 @@ _define(ApiKey.API_VERSIONS, range(1, 3), Struct(), Struct(
 # -- Metadata (3) -------------------------------------------------------------
 
 
-def _metadata_response(v1: bool) -> Struct:
+def _metadata_response(version: int) -> Struct:
     partition = Struct(
         ("error_code", INT16), ("partition_index", INT32), ("leader_id", INT32),
         ("replica_nodes", Array(INT32)), ("isr_nodes", Array(INT32)))
     broker = [("node_id", INT32), ("host", STRING), ("port", INT32)]
     topic = [("error_code", INT16), ("name", STRING)]
-    if not v1:
+    if version == 0:
         return Struct(
             ("brokers", Array(Struct(*broker))),
             ("topics", Array(Struct(*topic, ("partitions", Array(partition))))))
-    return Struct(
-        ("brokers", Array(Struct(*broker, ("rack", NULLABLE_STRING)))),
-        ("controller_id", INT32),
-        ("topics", Array(Struct(*topic, ("is_internal", BOOLEAN),
-                                ("partitions", Array(partition))))))
+    fields = [("brokers", Array(Struct(*broker, ("rack", NULLABLE_STRING))))]
+    if version >= 2:
+        fields.append(("cluster_id", NULLABLE_STRING))
+    fields += [("controller_id", INT32),
+               ("topics", Array(Struct(*topic, ("is_internal", BOOLEAN),
+                                       ("partitions", Array(partition)))))]
+    if version >= 3:
+        fields.insert(0, ("throttle_time_ms", INT32))
+    return Struct(*fields)
 
 
-# v0: an empty list means all topics; v1: null means all, empty means none.
+# v0: an empty list means all topics; v1+: null means all, empty means none.  v2
+# adds the cluster id, v3 the throttle time; v4 (KIP-98 era) lets the client say
+# whether missing topics may be auto-created.  Clients infer the broker's release
+# from the highest Metadata version (Metadata v4: Kafka 0.11, the first release
+# with message format 2 and the idempotent producer).
 _define(ApiKey.METADATA, range(0, 1), Struct(("topics", Array(STRING))),
-        _metadata_response(v1=False))
-_define(ApiKey.METADATA, range(1, 2), Struct(("topics", Array(STRING, nullable=True))),
-        _metadata_response(v1=True))
+        _metadata_response(0))
+for _v in range(1, 4):
+    _define(ApiKey.METADATA, range(_v, _v + 1), Struct(("topics", Array(STRING, nullable=True))),
+            _metadata_response(_v))
+_define(ApiKey.METADATA, range(4, 5), Struct(("topics", Array(STRING, nullable=True)),
+                                             ("allow_auto_topic_creation", BOOLEAN)),
+        _metadata_response(4))
 
 # -- Inter-broker requests (4-7, 23) ------------------------------------------
 
@@ -142,28 +158,12 @@ _define(ApiKey.OFFSETS_FOR_LEADER_EPOCH, range(2, 3),
             ("partition", INT32), ("current_leader_epoch", INT32), ("leader_epoch", INT32)))))))),
         Struct(("throttle_time_ms", INT32), _EPOCH_TOPICS_V1))
 
-# -- Produce (0) --------------------------------------------------------------
+# -- Produce (0) and InitProducerId (22): layouts in produce_api ---------------
 
-_PRODUCE_PARTITION = Struct(("index", INT32), ("records", NULLABLE_BYTES))
-_PRODUCE_REQUEST = Struct(
-    ("acks", INT16), ("timeout_ms", INT32),
-    ("topic_data", Array(Struct(
-        ("name", STRING), ("partition_data", Array(_PRODUCE_PARTITION))))))
-
-
-def _produce_response(version: int) -> Struct:
-    partition = [("index", INT32), ("error_code", INT16), ("base_offset", INT64)]
-    if version >= 2:
-        partition.append(("log_append_time_ms", INT64))
-    topic = Struct(("name", STRING), ("partition_responses", Array(Struct(*partition))))
-    fields = [("responses", Array(topic))]
-    if version >= 1:
-        fields.append(("throttle_time_ms", INT32))
-    return Struct(*fields)
-
-
-for _v in range(0, 3):
-    _define(ApiKey.PRODUCE, range(_v, _v + 1), _PRODUCE_REQUEST, _produce_response(_v))
+for _v in PRODUCE_VERSIONS:
+    _define(ApiKey.PRODUCE, range(_v, _v + 1), produce_request(_v), produce_response(_v))
+_define(ApiKey.INIT_PRODUCER_ID, INIT_PRODUCER_ID_VERSIONS, INIT_PRODUCER_ID_REQUEST,
+        INIT_PRODUCER_ID_RESPONSE)
 
 # -- Fetch (1) ----------------------------------------------------------------
 
@@ -275,8 +275,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = _version_table()
 # Served to anyone, but not advertised in ApiVersions: Fetch v5-v9 and
 # OffsetsForLeaderEpoch v2 exist for our own replica fetchers (v7's incremental
 # sessions, v9's leader-epoch fencing).  Clients infer the broker's release from
-# what it advertises; with Fetch v7 kafka-python takes us for Kafka 1.1 and turns
-# on its idempotent producer, whose InitProducerId we do not serve.
+# what it advertises: Metadata v4 (Kafka 0.11) makes kafka-python and aiokafka send
+# message format 2 and turn on the idempotent producer (served: InitProducerId,
+# Produce v3+); Fetch v7 would make kafka-python take us for Kafka 1.1, whose other
+# APIs we do not all serve.
 _ADVERTISED_MAX = {ApiKey.FETCH: 4, ApiKey.OFFSETS_FOR_LEADER_EPOCH: 1}
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     key: (lo, min(hi, _ADVERTISED_MAX.get(key, hi))) for key, (lo, hi) in SUPPORTED_VERSIONS.items()}

@@ -59,11 +59,13 @@ def encode_v2_record(rec: Record, offset_delta: int, timestamp_delta: int) -> by
 
 
 def build_v2_batch(records: Sequence[Record], base_offset: int = 0, compression: str = "none",
-                   timestamp_ms: int | None = None, partition_leader_epoch: int = -1) -> bytes:
+                   timestamp_ms: int | None = None, partition_leader_epoch: int = -1,
+                   producer: tuple[int, int, int] = (NO_PRODUCER_ID, -1, -1)) -> bytes:
     """One v2 RecordBatch holding ``records`` (offset deltas 0..n-1).
 
-    A record without a timestamp gets ``timestamp_ms`` (default: now).  The
-    producer id/epoch/sequence are -1: no idempotence or transactions.
+    A record without a timestamp gets ``timestamp_ms`` (default: now).
+    ``producer`` is (producer id, epoch, base sequence): by default -1, no
+    idempotence.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -73,12 +75,13 @@ def build_v2_batch(records: Sequence[Record], base_offset: int = 0, compression:
     body = b"".join(encode_v2_record(r, i, ts - base_ts)
                     for i, (r, ts) in enumerate(zip(records, stamps)))
     return assemble_v2_batch(body, len(records), base_ts, max(stamps), compression,
-                             base_offset, partition_leader_epoch)
+                             base_offset, partition_leader_epoch, producer)
 
 
 def assemble_v2_batch(body: bytes, count: int, base_timestamp: int, max_timestamp: int,
                       compression: str = "none", base_offset: int = 0,
-                      partition_leader_epoch: int = -1) -> bytes:
+                      partition_leader_epoch: int = -1,
+                      producer: tuple[int, int, int] = (NO_PRODUCER_ID, -1, -1)) -> bytes:
     """The batch around ``count`` records already encoded by :func:`encode_v2_record`
     (offset deltas 0..count-1, timestamps relative to ``base_timestamp``):
     compress them, write the header, compute the CRC.
@@ -91,7 +94,7 @@ def assemble_v2_batch(body: bytes, count: int, base_timestamp: int, max_timestam
     body = compress(codec, body, MAGIC_V2)
     header = bytearray(V2_HEADER.pack(base_offset, V2_HEADER.size - LOG_OVERHEAD + len(body),
                                       partition_leader_epoch, MAGIC_V2, 0, codec, count - 1,
-                                      base_timestamp, max_timestamp, NO_PRODUCER_ID, -1, -1, count))
+                                      base_timestamp, max_timestamp, *producer, count))
     crc = crc32c(bytes(header[V2_ATTRIBUTES_OFFSET:]) + body)
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + body

@@ -38,6 +38,10 @@ class Entry(NamedTuple):
     max_timestamp: int             # v1/v2, else -1
     record_count: int | None       # None for a magic 0/1 compressed wrapper
     attributes: int = 0
+    # v2 only (idempotent producers), else -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
     @property
     def end(self) -> int:
@@ -91,9 +95,9 @@ def read_header(buf, pos: int, position: int | None = None) -> Entry:
             raise CorruptRecordError(f"v2 batch at position {where} has batch length {size}, "
                                      f"below the minimum {V2_MIN_BATCH_LENGTH}")
         (base, _, epoch, _, _, attributes, last_delta, _, max_ts,
-         _, _, _, count) = V2_HEADER.unpack_from(buf, pos)
+         producer_id, producer_epoch, base_sequence, count) = V2_HEADER.unpack_from(buf, pos)
         return Entry(where, LOG_OVERHEAD + size, MAGIC_V2, base, base + last_delta, epoch, max_ts,
-                     count, attributes)
+                     count, attributes, producer_id, producer_epoch, base_sequence)
     if magic != MAGIC_V0 and magic != MAGIC_V1:
         raise CorruptRecordError(f"entry at position {where} (offset {offset}) has unknown magic {magic}")
     if size < _min_size(magic):

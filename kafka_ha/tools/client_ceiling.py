@@ -54,7 +54,12 @@ class NullSink:
                     if e["api_key"] in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE)]
             return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}, version
         if header.api_key == ApiKey.METADATA:
-            return self._metadata(body["topics"] or []), version
+            response = self._metadata(body["topics"] or [])
+            if version >= 2:
+                response["cluster_id"] = None
+            if version >= 3:
+                response["throttle_time_ms"] = 0
+            return response, version
         if header.api_key == ApiKey.PRODUCE:
             return self._produce(body, version)
         raise ValueError(f"the null sink serves no api key {header.api_key}")
@@ -79,6 +84,8 @@ class NullSink:
                 entry = {"index": part["index"], "error_code": 0, "base_offset": base}
                 if version >= 2:
                     entry["log_append_time_ms"] = -1
+                if version >= 5:
+                    entry["log_start_offset"] = 0
                 parts.append(entry)
             topics.append({"name": topic["name"], "partition_responses": parts})
         if body["acks"] == 0:

@@ -19,7 +19,7 @@ FAMILIES: tuple[str, ...] = (
     "broker_registration", "topic_assignment", "partition_state", "controller",
     "controller_epoch", "reassign_partitions", "preferred_replica_election",
     "delete_topic_marker", "isr_change_notification", "topic_config",
-    "config_change_notification", "cluster_id", "consumer_offset",
+    "config_change_notification", "cluster_id", "consumer_offset", "producer_id_block",
 )
 
 

@@ -44,6 +44,8 @@ def produce_response(version: int) -> dict:
     partition = {"index": 0, "error_code": 0, "base_offset": 1234567890123}
     if version >= 2:
         partition["log_append_time_ms"] = -1
+    if version >= 5:
+        partition["log_start_offset"] = 17
     body = {"responses": [{"name": "orders", "partition_responses": [partition]}]}
     if version >= 1:
         body["throttle_time_ms"] = 0
@@ -60,8 +62,13 @@ def _metadata_response(version: int) -> dict:
     topic = {"error_code": 0, "name": "orders", "partitions": partitions}
     if version == 0:
         return {"brokers": [broker], "topics": [topic]}
-    return {"brokers": [{**broker, "rack": None}, {**broker, "node_id": 2, "rack": "r1"}],
+    body = {"brokers": [{**broker, "rack": None}, {**broker, "node_id": 2, "rack": "r1"}],
             "controller_id": 1, "topics": [{**topic, "is_internal": False}]}
+    if version >= 2:
+        body["cluster_id"] = None if version == 2 else "Zx9Yq3-_aBcDeFgHiJkLmN"
+    if version >= 3:
+        body["throttle_time_ms"] = 0
+    return body
 
 
 def _fetch_request(version: int) -> dict:
@@ -128,6 +135,9 @@ REQUESTS = {
     (K.API_VERSIONS, 0): {}, (K.API_VERSIONS, 1): {}, (K.API_VERSIONS, 2): {},
     (K.METADATA, 0): {"topics": ["orders", "payments"]},
     (K.METADATA, 1): {"topics": None},
+    (K.METADATA, 2): {"topics": ["orders"]},
+    (K.METADATA, 3): {"topics": []},
+    (K.METADATA, 4): {"topics": ["orders"], "allow_auto_topic_creation": False},
     (K.LEADER_AND_ISR, 0): {
         "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
         "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
@@ -147,10 +157,13 @@ REQUESTS = {
         {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]} for v in range(2)},
     (K.OFFSETS_FOR_LEADER_EPOCH, 2): {"topics": [{"topic": "orders", "partitions": [
         {"partition": 3, "current_leader_epoch": 7, "leader_epoch": 6}]}]},
-    **{(K.PRODUCE, v): {"acks": -1, "timeout_ms": 30000, "topic_data": [
+    **{(K.PRODUCE, v): {**({"transactional_id": None} if v >= 3 else {}),
+                        "acks": -1, "timeout_ms": 30000, "topic_data": [
         {"name": "orders", "partition_data": [{"index": 0, "records": RECORDS},
                                               {"index": 1, "records": None}]}]}
-       for v in range(3)},
+       for v in range(8)},
+    **{(K.INIT_PRODUCER_ID, v): {"transactional_id": None, "transaction_timeout_ms": 60000}
+       for v in range(2)},
     **{(K.FETCH, v): _fetch_request(v) for v in range(10)},
     (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
@@ -165,7 +178,7 @@ REQUESTS = {
 
 RESPONSES = {
     **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(3)},
-    **{(K.METADATA, v): _metadata_response(v) for v in range(2)},
+    **{(K.METADATA, v): _metadata_response(v) for v in range(5)},
     (K.LEADER_AND_ISR, 0): PARTITION_ERRORS,
     (K.STOP_REPLICA, 0): PARTITION_ERRORS,
     (K.UPDATE_METADATA, 0): {"error_code": 0},
@@ -180,7 +193,9 @@ RESPONSES = {
     (K.OFFSETS_FOR_LEADER_EPOCH, 2): {"throttle_time_ms": 0, "topics": [{"topic": "orders", "partitions": [
         {"error_code": ErrorCode.FENCED_LEADER_EPOCH, "partition": 3, "leader_epoch": -1,
          "end_offset": -1}]}]},
-    **{(K.PRODUCE, v): produce_response(v) for v in range(3)},
+    **{(K.PRODUCE, v): produce_response(v) for v in range(8)},
+    **{(K.INIT_PRODUCER_ID, v): {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4000,
+                                 "producer_epoch": 0} for v in range(2)},
     **{(K.FETCH, v): _fetch_response(v) for v in range(10)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},

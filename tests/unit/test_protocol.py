@@ -25,20 +25,26 @@ K = ApiKey
 
 def test_every_schema_has_a_sample_and_versions_table_matches():
     assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
-    assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 7)
+    assert SUPPORTED_VERSIONS[K.INIT_PRODUCER_ID] == (0, 1)
+    assert SUPPORTED_VERSIONS[K.METADATA] == (0, 4)
     assert SUPPORTED_VERSIONS[K.FETCH] == (0, 9)
     assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 2)
     # Fetch v5-v9 and OffsetsForLeaderEpoch v2 are for our replica fetchers;
     # clients are offered up to v4 and v1
     assert ADVERTISED_VERSIONS[K.FETCH] == (0, 4)
     assert ADVERTISED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
+    # Kafka 0.11's idempotent producer: what clients need to turn it on
+    assert ADVERTISED_VERSIONS[K.PRODUCE] == (0, 7)
+    assert ADVERTISED_VERSIONS[K.INIT_PRODUCER_ID] == (0, 1)
+    assert ADVERTISED_VERSIONS[K.METADATA] == (0, 4)
     capped = (K.FETCH, K.OFFSETS_FOR_LEADER_EPOCH)
     assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k not in capped} == \
         {k: v for k, v in SUPPORTED_VERSIONS.items() if k not in capped}
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
-    assert len(SUPPORTED_VERSIONS) == 20
+    assert len(SUPPORTED_VERSIONS) == 21
 
 
 @pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
@@ -104,6 +110,26 @@ def test_api_versions_v0_response_bytes():
 # Round trips cannot catch a field in the wrong place, so pin the layouts that
 # differ subtly between versions (Fetch v1-v7 above all) to hand-built bytes.
 LAYOUT_CASES = [
+    # KIP-98: the nullable transactional_id comes first, before acks.
+    ("produce-v3-request-transactional-id", REQUEST_SCHEMAS[(K.PRODUCE, 3)],
+     {"transactional_id": None, "acks": -1, "timeout_ms": 100,
+      "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"xy"}]}]},
+     i16(-1) + i16(-1) + i32(100) + i32(1) + s("t") + i32(1) + i32(0) + i32(2) + b"xy"),
+    # v5: log_start_offset after log_append_time_ms; throttle_time_ms last.
+    ("produce-v5-response-log-start", RESPONSE_SCHEMAS[(K.PRODUCE, 5)],
+     {"responses": [{"name": "t", "partition_responses": [
+         {"index": 0, "error_code": 45, "base_offset": -1, "log_append_time_ms": -1,
+          "log_start_offset": 3}]}], "throttle_time_ms": 0},
+     i32(1) + s("t") + i32(1) + i32(0) + i16(45) + i64(-1, -1, 3) + i32(0)),
+    ("init-producer-id-v0", RESPONSE_SCHEMAS[(K.INIT_PRODUCER_ID, 0)],
+     {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1000, "producer_epoch": 0},
+     i32(0) + i16(0) + i64(1000) + i16(0)),
+    # v3: throttle_time_ms first; the cluster id (v2+) between brokers and controller_id.
+    ("metadata-v3-response", RESPONSE_SCHEMAS[(K.METADATA, 3)],
+     {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 2, "topics": []},
+     i32(0) + i32(0) + s("c") + i32(2) + i32(0)),
+    ("metadata-v4-request-auto-create", REQUEST_SCHEMAS[(K.METADATA, 4)],
+     {"topics": None, "allow_auto_topic_creation": True}, i32(-1) + b"\x01"),
     ("fetch-v1-response-throttle-first", RESPONSE_SCHEMAS[(K.FETCH, 1)],
      {"throttle_time_ms": 5, "responses": [{"topic": "t", "partitions": [
          {"partition_index": 0, "error_code": 0, "high_watermark": 9, "records": b"xy"}]}]},
@@ -259,7 +285,7 @@ def test_unsupported_version_error():
     assert err.value.code is ErrorCode.UNSUPPORTED_VERSION
     assert isinstance(err.value, KafkaProtocolError)
     with pytest.raises(UnsupportedVersion):
-        encode_request(K.PRODUCE, 3, 1, "c", {})
+        encode_request(K.PRODUCE, 8, 1, "c", {})
 
 
 def test_error_codes():

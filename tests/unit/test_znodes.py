@@ -19,6 +19,7 @@ from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicParti
 from kafka_ha.zk.admin_znodes import (ConfigChangeZNode, ConsumerOffsetZNode, DeleteTopicZNode,
                                       IsrChangeNotificationZNode, PreferredReplicaElectionZNode,
                                       ReassignPartitionsZNode, TopicConfigZNode)
+from kafka_ha.zk.producer_id_znodes import ProducerIdBlock, ProducerIdBlockZNode
 from kafka_ha.zk.schemas import FAMILIES, SCHEMA_DIR, load_schema, validate_znode
 from kafka_ha.zk.znodes import (BrokerIdZNode, ClusterIdZNode, ControllerEpochZNode,
                                 ControllerZNode, PartitionStateZNode, TopicPartitionStateZNode,
@@ -34,6 +35,7 @@ CODECS = [
     BrokerIdZNode, TopicZNode, TopicPartitionStateZNode, ControllerZNode, ControllerEpochZNode,
     ClusterIdZNode, ReassignPartitionsZNode, PreferredReplicaElectionZNode, DeleteTopicZNode,
     TopicConfigZNode, ConfigChangeZNode, IsrChangeNotificationZNode, ConsumerOffsetZNode,
+    ProducerIdBlockZNode,
 ]
 
 BROKER = BrokerInfo(1, "h1", 9092, jmx_port=-1, timestamp_ms=1420000000000,
@@ -113,6 +115,9 @@ ROUND_TRIPS: list[Any] = [
     pytest.param("consumer_offset", lambda: ConsumerOffsetZNode.encode(42),
                  lambda d: ConsumerOffsetZNode.decode(d, "/consumers/g/offsets/t/0"), 42,
                  id="consumer-offset"),
+    pytest.param("producer_id_block",
+                 lambda: ProducerIdBlockZNode.encode(ProducerIdBlock(2, 1000, 1999)),
+                 ProducerIdBlockZNode.decode, ProducerIdBlock(2, 1000, 1999), id="producer-id-block"),
 ]
 
 
