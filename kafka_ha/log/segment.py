@@ -15,6 +15,7 @@ import logging
 import os
 from typing import Callable, Iterator, NamedTuple
 
+from kafka_ha.clock import now_ms
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
 from kafka_ha.records.shallow import Entry, iter_entries, read_header, validate_entry
@@ -55,7 +56,11 @@ _FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 class LogSegment:
     """An append-only file of entries with offsets from ``base_offset``."""
 
-    def __init__(self, dir: str, base_offset: int, index_interval_bytes: int = 4096) -> None:
+    def __init__(self, dir: str, base_offset: int, index_interval_bytes: int = 4096, *,
+                 new: bool = False) -> None:
+        """The segment's files are opened (created if missing) and checked; with ``new``
+        nothing is touched: the segment is empty, and its files are created by the
+        first write (a log created lazily, whose directory may not exist yet)."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -63,6 +68,13 @@ class LogSegment:
         self.index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
                                  base_offset, index_interval_bytes)
         self._fd: int | None = None
+        self._made_ms = now_ms()          # its age until it has a file
+        self.next_offset = base_offset
+        self.largest_timestamp = -1        # of the entries this process has seen
+        self.tail_damaged = False          # a partial or corrupt tail: needs recover()
+        if new:
+            self._size = 0
+            return
         index_existed = os.path.exists(self.index.path)
         # An empty segment keeps no file open until it is written or read:
         # a broker with tens of thousands of idle partitions would otherwise
@@ -73,9 +85,6 @@ class LogSegment:
             self._fd = fd
         else:
             os.close(fd)
-        self.next_offset = base_offset
-        self.largest_timestamp = -1        # of the entries this process has seen
-        self.tail_damaged = False          # a partial or corrupt tail: needs recover()
         if not (index_existed and self.index.load(self._size, self._indexed_entry_matches)):
             self._rebuild_index()
         self._scan_tail()
@@ -100,7 +109,10 @@ class LogSegment:
         return self._size == 0
 
     def last_modified_ms(self) -> int:
-        st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
+        try:
+            st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
+        except FileNotFoundError:
+            return self._made_ms           # a new segment, not written yet
         return int(st.st_mtime * 1000)
 
     # --- append ------------------------------------------------------------------------------
