@@ -211,9 +211,10 @@ class LeaderEpochCache:
         self._held = True
 
     def release(self) -> None:
-        """Writes go to the file again; one that was held back is written now."""
+        """Writes go to the file again.  One that was held back stays pending, for
+        :meth:`write_pending` or :meth:`sync`: the first append to a new log should
+        not pay for a checkpoint file that its records can rebuild."""
         self._held = False
-        self.write_pending()
 
     def write_pending(self) -> bool:
         """Write a change that was kept in memory only; False if there was none (or the

@@ -93,9 +93,9 @@ class Log:
                      self.log_end_offset, len(self._segments), self.epoch_cache.entries())
 
     def materialize(self, dir_exists: bool = False) -> bool:
-        """Create the directory of a lazily created log and write what waited for it (its
-        epoch checkpoint); False if it was on disk already.  ``dir_exists``: the caller
-        created it (the broker does that for many logs at once, off its event loop).
+        """Create the directory of a lazily created log; False if it was on disk already.
+        ``dir_exists``: the caller created it (the broker does that for many logs at once,
+        off its event loop).  A pending epoch checkpoint stays pending (see :mod:`.epoch_cache`).
 
         A new log needs nothing on disk while it is empty: a crash then leaves no
         directory, and the broker starts without the log, as it would with an empty

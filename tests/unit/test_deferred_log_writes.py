@@ -81,15 +81,18 @@ def test_sync_writes_a_deferred_assignment_before_the_records_become_durable(tmp
     lg.close()
 
 
-def test_a_held_cache_writes_when_released(tmp_path, writes):
+def test_a_held_cache_writes_nothing_until_released(tmp_path, writes):
     cache = LeaderEpochCache(LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)))
     cache.hold()
     cache.assign(1, 0)
     cache.truncate_from_end(0)
     cache.assign(2, 0)
     cache.sync()
+    assert not cache.write_pending()
     assert writes == [] and cache.pending
     cache.release()
+    assert writes == [] and cache.pending                   # still left to the pass or a sync
+    cache.sync()
     assert len(writes) == 1 and LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)).read() == [(2, 0)]
 
 

@@ -81,9 +81,25 @@ def test_a_new_log_touches_nothing_until_written(tmp_path):
     assert not os.path.exists(os.path.dirname(lg.dir))
     lg.append_as_leader(batch(), 1)
     assert os.path.isdir(lg.dir) and lg.epoch_cache.entries() == [(1, 0)]
+    # The first append does not wait for the checkpoint (its batch carries the epoch);
+    # the broker's pass, or the flush before the records become durable, writes it.
+    assert not os.path.exists(os.path.join(lg.dir, EPOCH_CHECKPOINT)) and lg.disk_work_pending
+    assert lg.write_pending_checkpoint()
     with open(os.path.join(lg.dir, EPOCH_CHECKPOINT)) as f:
-        assert f.read() == "0\n1\n1 0\n"                     # written when the directory came
+        assert f.read() == "0\n1\n1 0\n"
     lg.close()
+
+
+def test_a_crash_after_the_first_append_rebuilds_the_missing_checkpoint(tmp_path):
+    lg = new_log(tmp_path, lazy=True)
+    lg.assign_epoch_start_offset(1, defer_write=True)
+    lg.append_as_leader(batch(), 1)
+    lg.assign_epoch_start_offset(4, defer_write=True)
+    lg.append_as_leader(batch(), 4)
+    # a crash: no flush, no close
+    again = Log(lg.dir, TP, CONFIG)
+    assert again.epoch_cache.entries() == [(1, 0), (4, 4)]
+    again.close()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
