@@ -84,6 +84,7 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = clock.monotonic_ms()  # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
+        self._parent_dirty = False     # this process created the directory: its name is not durable
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._truncations = 0          # a flush that yields checks it did not change meanwhile
         if lazy:
@@ -97,18 +98,16 @@ class Log:
         ``dir_exists``: the caller created it (the broker does that for many logs at once,
         off its event loop).  A pending epoch checkpoint stays pending (see :mod:`.epoch_cache`).
 
-        A new log needs nothing on disk while it is empty: a crash then leaves no
-        directory, and the broker starts without the log, as it would with an empty
-        one, until the next LeaderAndIsr creates it again.  Everything that writes to
-        the log's files calls this first (appends, truncation, flush, deletion); the
-        segment file itself is created by its first write.
+        An empty log needs nothing on disk: after a crash the broker starts without it,
+        as with an empty one, until the next LeaderAndIsr creates it again.  Whatever
+        writes the log's files calls this first; the segment file comes with its first write.
         """
         if self.on_disk:
             return False
         if not dir_exists:
             os.makedirs(self.dir, exist_ok=True)
         self.on_disk = True
-        self._dir_dirty = True       # the next flush makes the new files' names durable
+        self._dir_dirty = self._parent_dirty = True   # the next flush makes the new names durable
         self.epoch_cache.release()
         return True
 
@@ -405,6 +404,9 @@ class Log:
         if self._dir_dirty:
             self._dir_dirty = False
             fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
+        if self._parent_dirty:
+            self._parent_dirty = False
+            fsync_dir(os.path.dirname(self.dir))     # and so must the log's own directory
         # The epochs of the records about to become durable, and of any truncation.
         self.epoch_cache.sync()
         if target <= self.recovery_point:

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+import kafka_ha.log.log as log_module
 from kafka_ha.log import Log, LogConfig, LogManager
 from kafka_ha.log.loader import EPOCH_CHECKPOINT
 from kafka_ha.model import TopicPartition
@@ -144,3 +145,15 @@ def test_a_clean_shutdown_writes_every_new_log(tmp_path):
     again = LogManager([str(tmp_path / "logs")], CONFIG)
     assert again.get_log(TP) is not None and again.get_log(TP).on_disk
     again.close()
+
+
+def test_the_first_flush_makes_the_new_directory_durable(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(log_module, "fsync_dir", synced.append)
+    lg = new_log(tmp_path, lazy=True)
+    lg.append_as_leader(batch(), 1)
+    lg.flush()
+    lg.append_as_leader(batch(), 1)
+    lg.flush()
+    assert synced == [lg.dir, os.path.dirname(lg.dir)]    # once each: the files' names, then the log's
+    lg.close()
