@@ -6,25 +6,25 @@ For each N: a real :class:`ReplicaManager` over a real :class:`LogManager` in a
 temporary directory, no ZooKeeper and no network (the leaders this broker
 follows have no address, so no fetcher connects).  One LeaderAndIsr carries N
 partitions that are new to the broker, RF 3, this broker the leader of a third
-of them and a follower of the rest, as after creating a topic of 3N/3 partitions
+of them and a follower of the rest, as after creating a topic of N partitions
 on three brokers.  Then a failover: one LeaderAndIsr makes this broker the
 leader of all N, at the next leader epoch (their logs exist by then).  Measured:
 
 - the apply time: the call, from the request to the answer;
-- the disk work the request deferred (new logs' directories, new leaders'
-  epoch checkpoints), done as the broker's periodic pass does it right after,
-  and the loop's longest stall during that pass;
 - the event loop's longest stall meanwhile: a probe greenlet sleeps 5 ms at a
   time and records the longest it waited beyond that (what the request's
   cooperative slices leave to everyone else);
-- where the time goes: the same request applied again on a fresh directory
+- the disk work the request deferred (new logs' directories, new leaders'
+  epoch checkpoints), done as the broker's periodic pass does it right after,
+  and the loop's longest stall during that pass;
+- where the time goes: the first request applied again on a fresh directory
   under cProfile, the cumulative time of the broker's steps (creating logs,
   becoming leader or follower, the state-change log) and the functions that
   cost most of their own time.  The profiler slows everything, so the
-  shares matter here, not the times.
+  shares matter here, not the times;
 - the baseline, in the same run: creating N empty directories and writing one
-  small file in each (``mkdir`` + ``open``/``write``/``close``), the least disk
-  work a broker that keeps one directory per partition does for them.
+  small file in each (``mkdir`` + ``open``/``write``/``close``), the least a
+  broker pays that creates each log on disk while it applies the request.
 
 The operator logs go to files in the temporary directory at INFO, as a broker
 writes them.  Results go to bench-results/leader-and-isr.json.
@@ -206,13 +206,14 @@ def measure(root: str, partitions: int, top: int) -> dict:
 METHOD = (
     "In one process, no ZooKeeper and no network: a real ReplicaManager over a real LogManager in a "
     "temporary directory applies one LeaderAndIsr for N partitions new to it (RF 3 over 3 brokers, "
-    "this broker the leader of a third and a follower of the rest), then one that makes it the leader of "
-    "all N at the next epoch (a failover, logs on disk), with the operator logs written "
+    "this broker the leader of a third and a follower of the rest), then one that makes it the "
+    "leader of all N at the next epoch (a failover, logs on disk), with the operator logs written "
     "to files at INFO. Apply time is the call's wall time; the longest loop stall is the most a "
-    "greenlet sleeping 5 ms at a time overslept meanwhile; the same for the broker's pass over the disk "
-    "work the request deferred (directories, epoch checkpoints), run right after it. The breakdown comes from a second, "
-    "profiled apply on a fresh directory (shares, not times: the profiler slows everything). "
-    "Baseline in the same run: creating N directories with one small file each.")
+    "greenlet sleeping 5 ms at a time overslept meanwhile; the same for the broker's pass over the "
+    "disk work the request deferred (directories, epoch checkpoints), run right after it. The "
+    "breakdown comes from a second, profiled apply on a fresh directory (shares, not times: the "
+    "profiler slows everything). Baseline in the same run: creating N directories with one small "
+    "file each.")
 
 
 def main(argv: list[str] | None = None) -> None:
