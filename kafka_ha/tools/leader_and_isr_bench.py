@@ -141,9 +141,9 @@ def apply_once(root: str, partitions: int, profile: cProfile.Profile | None = No
     log_dir = os.path.join(root, "data")
     rm = replica_manager(log_dir)
     new = apply(rm, request(partitions), 1, profile)
-    waiting = sum(1 for lg in rm.log_manager.all_logs().values() if getattr(lg, "disk_work_pending", False))
+    waiting = sum(1 for lg in rm.log_manager.all_logs().values() if not getattr(lg, "on_disk", True))
     if waiting:
-        raise RuntimeError(f"{waiting} of {partitions} logs still wait for their disk work after the pass")
+        raise RuntimeError(f"{waiting} of {partitions} logs still wait for their directory after the pass")
     led = len(rm.led_partitions())
     failover = apply(rm, request(partitions, 2, leader=ME), 2)
     if len(rm.led_partitions()) != partitions:

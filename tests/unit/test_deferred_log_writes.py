@@ -98,7 +98,7 @@ def test_a_held_cache_writes_nothing_until_released(tmp_path, writes):
 
 # --- the broker ----------------------------------------------------------------------------------------
 
-def test_leader_and_isr_writes_nothing_and_the_pass_writes_each_checkpoint_once(tmp_path, writes):
+def test_leader_and_isr_writes_nothing_and_the_pass_only_makes_the_directories(tmp_path, writes):
     log_dir = str(tmp_path / "logs")
     rm = broker(log_dir)
     response = rm.leader_and_isr(leader_and_isr(range(30)), 1)
@@ -109,12 +109,13 @@ def test_leader_and_isr_writes_nothing_and_the_pass_writes_each_checkpoint_once(
 
     rm.finish_deferred_writes()
     assert sorted(os.listdir(log_dir)) == sorted(f"t-{p}" for p in range(30))
+    # The new logs are empty: their checkpoints wait for their flush (a restart would
+    # drop an entry at the log end anyway, and rebuilds a missing file from the batches).
+    assert writes == [] and len(rm.deferred_writes) == 0
+    rm.log_manager.flush_all()
     assert sorted(writes) == sorted(os.path.join(log_dir, f"{tp.topic}-{tp.partition}", EPOCH_CHECKPOINT)
                                     for tp in led)                       # once per new leader
     assert all(checkpoint(log_dir, tp) == [(1, 0)] for tp in led)
-    assert len(rm.deferred_writes) == 0
-    rm.finish_deferred_writes()
-    assert len(writes) == 10                                             # nothing left to do
 
 
 def test_a_failover_defers_the_new_leaders_checkpoints_of_existing_logs(tmp_path, writes):
