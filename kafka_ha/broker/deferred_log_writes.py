@@ -13,8 +13,10 @@ periodic pass (:meth:`DeferredLogWrites.finish`) catches up shortly after:
   thread (``mkdir`` of thousands of directories is seconds of system time that
   the event loop need not wait for);
 - back on the loop, in cooperative slices, each log is marked as on disk and
-  its pending epoch checkpoint written, if the log holds records (the loader
-  rebuilds an empty log's cheaply from the few batches it may get later).
+  its pending epoch checkpoint written, if the log holds records (an empty
+  log's waits for its flush: until then its records lie beyond its recovery
+  point, which a restart after a crash re-reads anyway, and the loader's
+  rebuild of the epochs from them costs little more).
 
 Nothing depends on this pass for safety: a log writes what it needs itself
 before its first append or flush (``Log.materialize``, ``LeaderEpochCache.sync``),
@@ -90,9 +92,8 @@ class DeferredLogWrites:
                 continue
             with HaltOnIOError(self._halt, "writing the leader epoch checkpoint of", lg.tp, lg.dir):
                 created = lg.materialize(dir_exists=lg in new_dirs)
-                # An empty log's checkpoint is left to its flush: after a crash the loader
-                # rebuilds a missing or stale one from the batches, and an empty log's are
-                # few.  A topic's creation then costs no checkpoint writes at all.
+                # An empty log's checkpoint is left to its flush (see the module doc): a
+                # topic's creation then costs no checkpoint writes at all.
                 written = lg.log_end_offset > lg.log_start_offset and lg.write_pending_checkpoint()
             done += created or written
         return done
