@@ -7,8 +7,9 @@ temporary directory, no ZooKeeper and no network (the leaders this broker
 follows have no address, so no fetcher connects).  One LeaderAndIsr carries N
 partitions that are new to the broker, RF 3, this broker the leader of a third
 of them and a follower of the rest, as after creating a topic of N partitions
-on three brokers.  Then a failover: one LeaderAndIsr makes this broker the
-leader of all N, at the next leader epoch (their logs exist by then).  Measured:
+on three brokers.  Then one batch is written to every partition (untimed), and
+a failover follows: one LeaderAndIsr makes this broker the leader of all N, at
+the next leader epoch.  Measured:
 
 - the apply time: the call, from the request to the answer;
 - the event loop's longest stall meanwhile: a probe greenlet sleeps 5 ms at a
@@ -51,6 +52,7 @@ from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.partition_states import to_wire
+from kafka_ha.records import Record, build_v2_batch
 
 ME = 1
 BROKERS = (1, 2, 3)
@@ -135,6 +137,18 @@ def apply(rm: ReplicaManager, req: dict, correlation_id: int,
     return seconds, stall, deferred_s, deferred_stall
 
 
+def first_write(rm: ReplicaManager) -> None:
+    """One small batch in every partition, as a leader or as its follower would append it
+    (untimed: a producer's first write to every partition before the failover)."""
+    batch = build_v2_batch([Record(None, b"x" * 100)], partition_leader_epoch=1)
+    for partition in rm.partitions.values():
+        if partition.is_leader:
+            partition.append_as_leader(batch, acks=1)
+        else:
+            partition.append_as_follower(batch)
+    getattr(rm, "finish_deferred_writes", lambda: None)()
+
+
 def apply_once(root: str, partitions: int, profile: cProfile.Profile | None = None) -> dict:
     """The new partitions' LeaderAndIsr, then a failover: this broker becomes the leader of
     every partition it followed (their logs exist now), at the next leader epoch."""
@@ -145,6 +159,7 @@ def apply_once(root: str, partitions: int, profile: cProfile.Profile | None = No
     if waiting:
         raise RuntimeError(f"{waiting} of {partitions} logs still wait for their directory after the pass")
     led = len(rm.led_partitions())
+    first_write(rm)
     failover = apply(rm, request(partitions, 2, leader=ME), 2)
     if len(rm.led_partitions()) != partitions:
         raise RuntimeError("the failover did not make this broker the leader of every partition")
@@ -207,7 +222,8 @@ METHOD = (
     "In one process, no ZooKeeper and no network: a real ReplicaManager over a real LogManager in a "
     "temporary directory applies one LeaderAndIsr for N partitions new to it (RF 3 over 3 brokers, "
     "this broker the leader of a third and a follower of the rest), then one that makes it the "
-    "leader of all N at the next epoch (a failover, logs on disk), with the operator logs written "
+    "leader of all N at the next epoch (a failover, after one batch was written to every partition), "
+    "with the operator logs written "
     "to files at INFO. Apply time is the call's wall time; the longest loop stall is the most a "
     "greenlet sleeping 5 ms at a time overslept meanwhile; the same for the broker's pass over the "
     "disk work the request deferred (directories, epoch checkpoints), run right after it. The "
