@@ -102,8 +102,11 @@ class Partition:
             self._fenced = True
             self._notify()
 
-    def make_leader(self, s: PartitionStateInfo) -> None:
-        """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes."""
+    def make_leader(self, s: PartitionStateInfo, defer_checkpoint: bool = False) -> None:
+        """Become leader: reset follower positions, remember the ZooKeeper version for ISR writes.
+
+        ``defer_checkpoint``: the new epoch's leader-epoch checkpoint write is left to the
+        caller's batch (:meth:`Log.write_pending_checkpoint`) or the log's next flush."""
         self._adopt(s)
         self.joining = set()
         self._unregistered_logged = set()
@@ -112,7 +115,7 @@ class Partition:
         # The new epoch starts at our LEO (Kafka 2.1+), so OffsetsForLeaderEpoch
         # answers right even before anything is appended in it.
         with self._writing("becoming leader of"):
-            self.log.assign_epoch_start_offset(s.leader_epoch, leo)
+            self.log.assign_epoch_start_offset(s.leader_epoch, leo, defer_write=defer_checkpoint)
         self.followers = {r: FollowerState() for r in s.replicas if r != self.broker_id}
         # Followers are presumed caught up as of now, as Kafka does, so a
         # leader change does not shrink the ISR before anyone could fetch.

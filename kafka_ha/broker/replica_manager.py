@@ -22,7 +22,7 @@ import gevent
 from gevent.lock import BoundedSemaphore
 
 from kafka_ha.broker import storage_failure
-from kafka_ha.cooperative import yield_to_io
+from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
@@ -30,6 +30,7 @@ from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
+from kafka_ha.cooperative import yield_to_io
 from kafka_ha.log.checkpoints import CorruptCheckpointError
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -43,6 +44,8 @@ YIELD_EVERY_MS = 50
 NEVER_MS = 10**12
 # How often the directories of deleted logs are looked for and removed.
 DELETE_LOGS_INTERVAL_S = 1.0
+# How often the disk work that LeaderAndIsr deferred is looked for and done.
+DEFERRED_WRITES_INTERVAL_S = 0.2
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,10 @@ def _fsync_in_a_thread(fd: int) -> None:
     """fsync of a segment file off the gevent loop: it can take seconds for a large
     segment, and the loop must keep serving (and answering ZooKeeper) meanwhile."""
     gevent.get_hub().threadpool.apply(os.fsync, (fd,))
+
+
+def _in_a_thread(fn: Callable, args: tuple) -> object:
+    return gevent.get_hub().threadpool.apply(fn, args)
 
 
 class ReplicaManager:
@@ -84,6 +91,11 @@ class ReplicaManager:
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.
         self.failed_partitions: set[TopicPartition] = set()
         self._checkpointed_hws = self._read_hw_checkpoints()
+        # What LeaderAndIsr leaves for after its answer: new logs' directories, new
+        # leaders' epoch checkpoints (deferred_log_writes says why that is safe).
+        self.deferred_writes = DeferredLogWrites(
+            halt, lambda tp: self.log_manager.get_log(tp) if self.log_manager is not None else None,
+            _in_a_thread)
         self._tasks: list[gevent.Greenlet] = []
 
     def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
@@ -111,6 +123,7 @@ class ReplicaManager:
             gevent.spawn(self._every, self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                          self.checkpoint_recovery_points),
             gevent.spawn(self._every, DELETE_LOGS_INTERVAL_S, self._delete_doomed_logs),
+            gevent.spawn(self._every, DEFERRED_WRITES_INTERVAL_S, self.finish_deferred_writes),
         ]
         flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
         if flush_check_ms < NEVER_MS:   # Kafka's default is Long.MAX_VALUE: no flusher at all
@@ -137,6 +150,13 @@ class ReplicaManager:
                 task()
             except Exception:  # a periodic task never takes the broker down
                 log.exception("Periodic task %s failed", getattr(task, "__name__", task))
+
+    def finish_deferred_writes(self) -> None:
+        if len(self.deferred_writes):
+            started = monotonic_ms()
+            done = self.deferred_writes.finish()
+            log.info("Broker %d wrote the directories and leader epoch checkpoints that LeaderAndIsr "
+                     "deferred for %d logs in %d ms", self.broker_id, done, monotonic_ms() - started)
 
     def _shrink_isrs(self) -> None:
         lag_ms = self.config["replica.lag.time.max.ms"]
@@ -258,7 +278,7 @@ class ReplicaManager:
             return ErrorCode.KAFKA_STORAGE_ERROR
         if s.leader == self.broker_id:
             self._stop_fetching({s.tp})
-            partition.make_leader(s)
+            partition.make_leader(s, defer_checkpoint=True)
             transition = "become-leader"
         else:
             partition.make_follower(s)
@@ -267,6 +287,7 @@ class ReplicaManager:
                 # KAFKA-7164: truncate on every epoch change, even with the same leader.
                 follow.setdefault(s.leader, set()).add(s.tp)
             transition = "become-follower"
+        self.deferred_writes.add(partition.log)
         lines.info(f"Broker {self.broker_id} completed LeaderAndIsr request {source} for the "
                    f"{transition} transition for partition {s.tp}")
         return ErrorCode.NONE

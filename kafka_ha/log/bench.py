@@ -9,9 +9,10 @@ The baselines, in the same run: the same chunks written to a plain file, and tha
 file read back with ``os.pread`` in chunks of the fetch size.
 
 ``--epochs N`` instead measures what a LeaderAndIsr for N partitions costs in
-leader-epoch-checkpoint writes: one epoch assignment per partition as the
-broker does it (an atomic rename, no fsync), the same with an fsync per
-change, and the later sync when the logs are flushed.
+leader-epoch-checkpoint writes: one epoch assignment per partition with its
+file written at once (an atomic rename, no fsync; the broker now defers these
+writes to one pass after the request, see kafka_ha.tools.leader_and_isr_bench),
+the same with an fsync per change, and the later sync when the logs are flushed.
 
 Results go to bench-results/log.json (or log-epochs.json), see kafka_ha/bench_results.py.
 """

@@ -11,6 +11,29 @@ log's own records reach the disk the epochs describing them need not either.
 flushes its records (as Kafka since KAFKA-15046), and the loader checks the
 file against the epochs in the batches after a crash.
 
+Deferred checkpoint writes.  A partition that becomes leader records its new
+epoch at its log end offset (:meth:`LeaderEpochCache.assign_deferred`); the
+file is written later, by the broker in one pass over all such partitions
+after the LeaderAndIsr, or by the next flush, whichever comes first.  A new
+log's cache is held (:meth:`LeaderEpochCache.hold`) until its directory exists.
+A crash before that write cannot make truncation answer wrong epochs:
+
+- while the write is pending, the file holds a *prefix* of the entries (entries
+  are only appended in that time; a truncation or a log start change writes
+  the whole list at once, as before);
+- an entry whose epoch has no records yet starts at the log end offset, and the
+  loader drops entries at or beyond the recovered log end: on a restart such an
+  entry is gone whether it had been written or not, and the broker only leads
+  again in a newer epoch, which it records anew;
+- once records of the pending epoch were appended, the log's last batch carries
+  that epoch, newer than any in the stale file, so the loader's check of the
+  last batch finds the disagreement and rebuilds the cache from the batches;
+- durability is unchanged: :meth:`LeaderEpochCache.sync`, which the log calls
+  before fsyncing its records, writes a pending change too.
+
+So a crash in the window costs at most the loader's rebuild scan, which a
+power loss could already cost before.
+
 >>> cache = LeaderEpochCache()
 >>> cache.assign(0, 0); cache.assign(3, 1200); cache.assign(2, 1500)   # 2 < 3: ignored
 True
@@ -47,6 +70,11 @@ class LeaderEpochCache:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
         self._unsynced = False             # the file may differ from what is on the disk
+        # The file is older than the entries: a change was kept in memory only,
+        # to be written in a batch (:meth:`assign_deferred`) or once the log's
+        # directory exists (:meth:`hold`).  See "Deferred checkpoint writes" above.
+        self.pending = False
+        self._held = False
         for epoch, start in entries:
             self.assign(epoch, start, flush=False)
 
@@ -168,15 +196,48 @@ class LeaderEpochCache:
             self.assign(epoch, start, flush=False)
         self.flush()
 
+    def assign_deferred(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`assign`, leaving the file to a later :meth:`write_pending` (or
+        :meth:`sync`): a LeaderAndIsr for thousands of partitions writes their
+        checkpoints in one pass after it, not one file per partition inside it."""
+        assigned = self.assign(epoch, start_offset, flush=False)
+        if assigned and self._checkpoint is not None:
+            self.pending = True
+        return assigned
+
+    def hold(self) -> None:
+        """Keep every change in memory until :meth:`release` (the log's directory does
+        not exist yet)."""
+        self._held = True
+
+    def release(self) -> None:
+        """Writes go to the file again.  One that was held back stays pending, for
+        :meth:`write_pending` or :meth:`sync`: the first append to a new log should
+        not pay for a checkpoint file that its records can rebuild."""
+        self._held = False
+
+    def write_pending(self) -> bool:
+        """Write a change that was kept in memory only; False if there was none (or the
+        cache is still held)."""
+        if not self.pending or self._held:
+            return False
+        self.flush()
+        return True
+
     def flush(self) -> None:
         """Rewrite the checkpoint file: atomically, not yet durably (see :meth:`sync`)."""
-        if self._checkpoint is not None:
-            self._checkpoint.write(self._entries, durable=False)
-            self._unsynced = True
+        if self._checkpoint is None:
+            return
+        if self._held:
+            self.pending = True
+            return
+        self._checkpoint.write(self._entries, durable=False)
+        self._unsynced = True
+        self.pending = False
 
     def sync(self) -> None:
         """Make the checkpoint durable if it changed since the last sync (fsync, rename,
-        fsync of the directory)."""
-        if self._checkpoint is not None and self._unsynced:
+        fsync of the directory), a pending change included; not while held."""
+        if self._checkpoint is not None and (self._unsynced or self.pending) and not self._held:
             self._checkpoint.write(self._entries, durable=True)
-            self._unsynced = False
+            self._unsynced = self.pending = False

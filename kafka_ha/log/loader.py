@@ -132,6 +132,11 @@ def _batches_to_check(segments: list[LogSegment], recovered: list[LogSegment]):
             yield last
 
 
+def new_epoch_cache(dir: str) -> LeaderEpochCache:
+    """The empty epoch cache of a new log in ``dir`` (nothing is read or written)."""
+    return LeaderEpochCache(LeaderEpochCheckpointFile(os.path.join(dir, EPOCH_CHECKPOINT)))
+
+
 def load_epoch_cache(dir: str, segments: list[LogSegment],
                      recovered: list[LogSegment] = ()) -> LeaderEpochCache:
     """The epoch cache from its checkpoint, or rebuilt from the log (see module doc);

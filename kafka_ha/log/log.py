@@ -26,7 +26,7 @@ from .clean_swap import commit_cleaned
 from .compaction import require_keys
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
-from .loader import load_epoch_cache, load_segments
+from .loader import load_epoch_cache, load_segments, new_epoch_cache
 from .retention import deletable_count
 from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
@@ -67,15 +67,21 @@ class Log:
     """
 
     def __init__(self, dir: str, tp: TopicPartition, config: LogConfig, recovery_point: int = 0,
-                 clean_shutdown: bool = False, log_start_offset: int = 0) -> None:
+                 clean_shutdown: bool = False, log_start_offset: int = 0, *, lazy: bool = False) -> None:
+        """``lazy``: a new, empty log that touches the disk only when it must (see
+        :meth:`materialize`); ``dir`` must not exist yet."""
         self.dir, self.tp, self.config = dir, tp, config
-        os.makedirs(dir, exist_ok=True)
-        self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
+        self.on_disk = not lazy
+        if lazy:
+            self._segments, recovered = [LogSegment(dir, 0, config.index_interval_bytes, new=True)], []
+        else:
+            os.makedirs(dir, exist_ok=True)
+            self._segments, recovered = load_segments(dir, config, recovery_point, clean_shutdown)
         self._bases = [s.base_offset for s in self._segments]
         self._segments[-1].roll_jitter_ms = self._draw_jitter()
         # A checkpointed start beyond what recovery kept cannot be honoured: clamp it.
         self._log_start_offset = max(self._bases[0], min(log_start_offset, self.log_end_offset))
-        self.epoch_cache = load_epoch_cache(dir, self._segments, recovered)
+        self.epoch_cache = new_epoch_cache(dir) if lazy else load_epoch_cache(dir, self._segments, recovered)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         # After recovery everything up to the LEO has been verified (Kafka does the same).
         self.recovery_point = self.log_end_offset if recovered or clean_shutdown \
@@ -83,10 +89,32 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = clock.monotonic_ms()  # flush.ms counts from here (Kafka: lastFlushedTime)
         self._dir_dirty = False
+        self._parent_dirty = False     # this process created the directory: its name is not durable
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._truncations = 0          # a flush that yields checks it did not change meanwhile
-        log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
-                 self.log_end_offset, len(self._segments), self.epoch_cache.entries())
+        if lazy:
+            self.epoch_cache.hold()
+        else:
+            log.info("loaded log %s: offsets %d..%d in %d segments, epochs %s", tp, self.log_start_offset,
+                     self.log_end_offset, len(self._segments), self.epoch_cache.entries())
+
+    def materialize(self, dir_exists: bool = False) -> bool:
+        """Create the directory of a lazily created log; False if it was on disk already.
+        ``dir_exists``: the caller created it (the broker does that for many logs at once,
+        off its event loop).  A pending epoch checkpoint stays pending (see :mod:`.epoch_cache`).
+
+        An empty log needs nothing on disk: after a crash the broker starts without it,
+        as with an empty one, until the next LeaderAndIsr creates it again.  Whatever
+        writes the log's files calls this first; the segment file comes with its first write.
+        """
+        if self.on_disk:
+            return False
+        if not dir_exists:
+            os.makedirs(self.dir, exist_ok=True)
+        self.on_disk = True
+        self._dir_dirty = self._parent_dirty = True   # the next flush makes the new names durable
+        self.epoch_cache.release()
+        return True
 
     # --- offsets -------------------------------------------------------------------------------
 
@@ -127,13 +155,29 @@ class Log:
         """OffsetsForLeaderEpoch (KIP-279): ``(largest epoch <= epoch, its end offset)``."""
         return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
-    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None,
+                                  defer_write: bool = False) -> None:
         """Record a new leader epoch starting at ``start_offset`` (default: the LEO).
 
         A new leader calls this when it takes over (Kafka 2.1+), so it can
-        answer OffsetsForLeaderEpoch before it has appended anything.
+        answer OffsetsForLeaderEpoch before it has appended anything.  With
+        ``defer_write`` the checkpoint file is left to :meth:`write_pending_checkpoint`
+        or the next flush (why that is safe: :mod:`.epoch_cache`).
         """
-        self.epoch_cache.assign(epoch, self.log_end_offset if start_offset is None else start_offset)
+        start = self.log_end_offset if start_offset is None else start_offset
+        if defer_write:
+            self.epoch_cache.assign_deferred(epoch, start)
+        else:
+            self.epoch_cache.assign(epoch, start)
+
+    @property
+    def disk_work_pending(self) -> bool:
+        """Whether the directory or the epoch checkpoint still waits to be written."""
+        return not self.on_disk or self.epoch_cache.pending
+
+    def write_pending_checkpoint(self) -> bool:
+        """Write an epoch checkpoint change that was deferred; False if there was none."""
+        return self.on_disk and self.epoch_cache.write_pending()
 
     def offset_for_time(self, timestamp: int) -> int | None:
         """ListOffsets: -1 the LEO, -2 the log start, else the first entry with a
@@ -210,6 +254,7 @@ class Log:
         if len(buffer) > self.config.segment_bytes:
             raise RecordSetTooLargeError(f"{self.tp}: a {len(buffer)}-byte append does not fit in a "
                                          f"segment of {self.config.segment_bytes} bytes")
+        self.materialize()
         active = self._segments[-1]
         if not active.is_empty() and (active.size + len(buffer) > self.config.segment_bytes
                                       or last - active.base_offset > MAX_RELATIVE_OFFSET
@@ -332,6 +377,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and continue empty at ``offset`` (e.g. the leader's log start moved past ours)."""
+        self.materialize()           # the new start must survive a restart: its segment file holds it
         self._truncations += 1
         for segment in self._segments:
             self._retire(segment)
@@ -432,6 +478,7 @@ class Log:
         truncation meanwhile the recovery point does not advance (the flushed
         offsets may hold other records by now).
         """
+        self.materialize()
         leo, truncations, unflushed = self.log_end_offset, self._truncations, self._unflushed_messages
         target = leo if up_to is None else min(up_to, leo)
         if target == leo:
@@ -439,6 +486,9 @@ class Log:
         if self._dir_dirty:
             self._dir_dirty = False
             fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
+        if self._parent_dirty:
+            self._parent_dirty = False
+            fsync_dir(os.path.dirname(self.dir))     # and so must the log's own directory
         # The epochs of the records about to become durable, and of any truncation.
         self.epoch_cache.sync()
         if target <= self.recovery_point:
@@ -473,6 +523,7 @@ class Log:
     def rename_dir(self, new_dir: str) -> None:
         """Move the log's directory (to delete it: see :mod:`.log_deletion`).  Open
         descriptors stay valid; the log must take no more writes."""
+        self.materialize()           # an empty directory is renamed and removed like any other
         os.rename(self.dir, new_dir)
         self.dir = new_dir
 

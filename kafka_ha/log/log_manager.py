@@ -127,7 +127,10 @@ class LogManager:
             self.checkpoint_recovery_points()         # rare: a partition deleted and created again
         log_dir = min(self.log_dirs, key=self._log_count.__getitem__)
         path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}")
-        created = Log(path, tp, config or self._config_for(tp.topic))
+        # Lazily: a LeaderAndIsr creates thousands of logs, and a directory, a segment
+        # and an index file each took most of its time; an empty log needs none of
+        # them until its first write (Log.materialize says why a crash cannot hurt).
+        created = Log(path, tp, config or self._config_for(tp.topic), lazy=not os.path.exists(path))
         self._logs[tp], self._dir_of[tp] = created, log_dir
         self._log_count[log_dir] += 1
         log.info("created log for %s in %s", tp, log_dir)

@@ -56,7 +56,11 @@ _FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 class LogSegment:
     """An append-only file of entries with offsets from ``base_offset``."""
 
-    def __init__(self, dir: str, base_offset: int, index_interval_bytes: int = 4096) -> None:
+    def __init__(self, dir: str, base_offset: int, index_interval_bytes: int = 4096, *,
+                 new: bool = False) -> None:
+        """The segment's files are opened (created if missing) and checked; with ``new``
+        nothing is touched: the segment is empty, and its files are created by the
+        first write (a log created lazily, whose directory may not exist yet)."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -64,6 +68,18 @@ class LogSegment:
         self.index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
                                  base_offset, index_interval_bytes)
         self._fd: int | None = None
+        self.next_offset = base_offset
+        self.largest_timestamp = -1        # of the entries this process has seen
+        self.tail_damaged = False          # a partial or corrupt tail: needs recover()
+        # Time-based rolling (:mod:`.rolling`): wall-clock creation (or load) time, the
+        # jitter the owning log drew for it, and its first batch's timestamp, read lazily.
+        self.created_ms = clock.now_ms()
+        self._made_ms = self.created_ms    # its age until it has a file
+        self.roll_jitter_ms = 0
+        self._first_batch_timestamp: int | None = None
+        if new:
+            self._size = 0
+            return
         index_existed = os.path.exists(self.index.path)
         # An empty segment keeps no file open until it is written or read:
         # a broker with tens of thousands of idle partitions would otherwise
@@ -74,14 +90,6 @@ class LogSegment:
             self._fd = fd
         else:
             os.close(fd)
-        self.next_offset = base_offset
-        self.largest_timestamp = -1        # of the entries this process has seen
-        self.tail_damaged = False          # a partial or corrupt tail: needs recover()
-        # Time-based rolling (:mod:`.rolling`): wall-clock creation (or load) time, the
-        # jitter the owning log drew for it, and its first batch's timestamp, read lazily.
-        self.created_ms = clock.now_ms()
-        self.roll_jitter_ms = 0
-        self._first_batch_timestamp: int | None = None
         if not (index_existed and self.index.load(self._size, self._indexed_entry_matches)):
             self._rebuild_index()
         self._scan_tail()
@@ -106,7 +114,10 @@ class LogSegment:
         return self._size == 0
 
     def last_modified_ms(self) -> int:
-        st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
+        try:
+            st = os.fstat(self._fd) if self._fd is not None else os.stat(self.log_path)
+        except FileNotFoundError:
+            return self._made_ms           # a new segment, not written yet
         return int(st.st_mtime * 1000)
 
     def first_batch_timestamp(self) -> int:

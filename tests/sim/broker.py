@@ -135,6 +135,8 @@ class BrokerProcess:
 
 
 def segment_files(log_dir: str) -> list[str]:
+    if not os.path.isdir(log_dir):
+        return []                         # a new log that was never written (created lazily)
     return sorted(os.path.join(log_dir, n) for n in os.listdir(log_dir) if n.endswith(".log"))
 
 

@@ -61,6 +61,7 @@ def test_a_late_leader_and_isr_does_not_create_a_deleted_log_again(tmp_path):
     manager, metadata = broker(tmp_path)
     metadata.update(update_metadata(state(ME, 1)), 0, 1)
     assert answer(manager.leader_and_isr(leader_and_isr(state(ME, 1)), 2)) == ErrorCode.NONE
+    manager.finish_deferred_writes()                  # the new log's directory comes after the answer
     assert (tmp_path / "doomed-0").is_dir()
 
     metadata.update(update_metadata(state(LEADER_DURING_DELETE, -1)), 0, 3)
@@ -81,6 +82,7 @@ def test_a_topic_created_again_under_the_same_name_gets_its_log(tmp_path):
     metadata.update(update_metadata(state(ME, 0)), 0, 3)   # the new topic's first state
     assert answer(manager.leader_and_isr(leader_and_isr(state(ME, 0)), 4)) == ErrorCode.NONE
     assert manager.partitions[TP].is_leader
+    manager.finish_deferred_writes()
     assert (tmp_path / "doomed-0").is_dir()
 
 

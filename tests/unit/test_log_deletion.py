@@ -81,7 +81,7 @@ def test_deleting_a_log_renames_it_and_removes_it_later(log_dir):
     assert mgr.get_log(TP("a", 0)) is None and not os.path.exists(os.path.join(log_dir, "a-0"))
     [doomed] = doomed_dirs(log_dir)                         # nothing removed on the request path
     doomed = os.path.join(log_dir, doomed)
-    assert sorted(os.listdir(doomed))[:2] == ["00000000000000000000.index", "00000000000000000000.log"]
+    assert "00000000000000000000.log" in os.listdir(doomed)
     assert mgr.delete_doomed_logs(now=time.monotonic()) == 1
     assert doomed_dirs(log_dir) == []
     # file.delete.delay.ms: the descriptors stay open for what is still being sent

@@ -28,7 +28,11 @@ def test_new_logs_go_to_the_least_loaded_dir(dirs):
               for tp in (TP("a", 0), TP("a", 1), TP("b", 0), TP("my-topic", 12))}
     assert sorted(placed.values()).count(dirs[0]) == 2 and sorted(placed.values()).count(dirs[1]) == 2
     assert mgr.get_or_create_log(TP("a", 0)) is mgr.get_log(TP("a", 0))
-    assert os.path.isdir(os.path.join(placed[TP("my-topic", 12)], "my-topic-12"))
+    new_log = mgr.get_log(TP("my-topic", 12))
+    assert new_log.dir == os.path.join(placed[TP("my-topic", 12)], "my-topic-12")
+    assert not os.path.exists(new_log.dir)           # created lazily, by the first write
+    new_log.append_as_leader(batch(), 0)
+    assert os.path.isdir(new_log.dir)
     mgr.delete_log(TP("a", 1))                     # its directory (the second) now holds the fewest
     assert os.path.dirname(mgr.get_or_create_log(TP("c", 0)).dir) == placed[TP("a", 1)] == dirs[1]
     mgr.close()

@@ -1,0 +1,180 @@
+"""LeaderAndIsr changes memory only; its disk work follows in one pass per batch.
+
+The request creates logs lazily and records each new leader's epoch with the
+checkpoint write deferred; ``ReplicaManager.finish_deferred_writes`` (a
+periodic task of the broker) then creates the directories and writes each
+checkpoint once.  A crash before that pass must not make truncation answer
+wrong epochs: the loader rebuilds a stale checkpoint from the batches.
+"""
+import os
+
+import pytest
+
+from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
+from kafka_ha.broker.replica_manager import ReplicaManager
+from kafka_ha.config import BrokerConfig
+from kafka_ha.log import Log, LogConfig, LogManager
+from kafka_ha.log.checkpoints import LeaderEpochCheckpointFile
+from kafka_ha.log.epoch_cache import LeaderEpochCache
+from kafka_ha.log.loader import EPOCH_CHECKPOINT
+from kafka_ha.model import PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.partition_states import to_wire
+from kafka_ha.records import Record, build_v2_batch
+
+ME = 1
+CONFIG = LogConfig(retention_ms=-1)
+
+
+def batch(n=4):
+    return build_v2_batch([Record(None, b"x" * 100, 1000)] * n)
+
+
+def leader_and_isr(partitions, leader_epoch=1, leader_of=lambda p: (ME, 2, 3)[p % 3], controller_epoch=1):
+    states = [to_wire(PartitionStateInfo(TopicPartition("t", p), controller_epoch, leader_of(p), leader_epoch,
+                                         (1, 2, 3), 0, (1, 2, 3))) for p in partitions]
+    return {"controller_id": 2, "controller_epoch": controller_epoch, "partition_states": states,
+            "live_leaders": []}
+
+
+def broker(log_dir):
+    config = BrokerConfig({"broker.id": ME, "zookeeper.connect": "127.0.0.1:1"})
+    return ReplicaManager(config, LogManager([log_dir], CONFIG), None, lambda t: 1, lambda t: CONFIG,
+                          lambda b: None)
+
+
+def checkpoint(log_dir, tp):
+    path = os.path.join(log_dir, f"{tp.topic}-{tp.partition}", EPOCH_CHECKPOINT)
+    return LeaderEpochCheckpointFile(path).read()
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """Every leader-epoch-checkpoint write, by path."""
+    seen = []
+    real = LeaderEpochCheckpointFile.write
+
+    def write(self, entries, durable=True):
+        seen.append(self.path)
+        return real(self, entries, durable)
+    monkeypatch.setattr(LeaderEpochCheckpointFile, "write", write)
+    return seen
+
+
+# --- the cache ---------------------------------------------------------------------------------------
+
+def test_a_deferred_assignment_is_written_once_by_the_batch(tmp_path, writes):
+    cache = LeaderEpochCache(LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)))
+    assert cache.assign_deferred(3, 100) and cache.pending
+    assert writes == [] and cache.entries() == [(3, 100)]
+    assert cache.write_pending() and not cache.write_pending()
+    assert len(writes) == 1 and LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)).read() == [(3, 100)]
+
+
+def test_sync_writes_a_deferred_assignment_before_the_records_become_durable(tmp_path):
+    lg = Log(str(tmp_path / "t-0"), TopicPartition("t", 0), CONFIG)
+    lg.assign_epoch_start_offset(2, defer_write=True)
+    lg.append_as_leader(batch(), 2)                  # epoch 2 is known: no write of its own
+    assert LeaderEpochCheckpointFile(os.path.join(lg.dir, EPOCH_CHECKPOINT)).read() == []
+    lg.flush()
+    assert LeaderEpochCheckpointFile(os.path.join(lg.dir, EPOCH_CHECKPOINT)).read() == [(2, 0)]
+    assert not lg.disk_work_pending
+    lg.close()
+
+
+def test_a_held_cache_writes_nothing_until_released(tmp_path, writes):
+    cache = LeaderEpochCache(LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)))
+    cache.hold()
+    cache.assign(1, 0)
+    cache.truncate_from_end(0)
+    cache.assign(2, 0)
+    cache.sync()
+    assert not cache.write_pending()
+    assert writes == [] and cache.pending
+    cache.release()
+    assert writes == [] and cache.pending                   # still left to the pass or a sync
+    cache.sync()
+    assert len(writes) == 1 and LeaderEpochCheckpointFile(str(tmp_path / EPOCH_CHECKPOINT)).read() == [(2, 0)]
+
+
+# --- the broker ----------------------------------------------------------------------------------------
+
+def test_leader_and_isr_writes_nothing_and_the_pass_only_makes_the_directories(tmp_path, writes):
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    response = rm.leader_and_isr(leader_and_isr(range(30)), 1)
+    assert all(e["error_code"] == 0 for e in response["partition_errors"])
+    assert writes == [] and os.listdir(log_dir) == []
+    led = sorted(rm.led_partitions())
+    assert len(led) == 10
+
+    rm.finish_deferred_writes()
+    assert sorted(os.listdir(log_dir)) == sorted(f"t-{p}" for p in range(30))
+    # The new logs are empty: their checkpoints wait for their flush (a restart would
+    # drop an entry at the log end anyway, and rebuilds a missing file from the batches).
+    assert writes == [] and len(rm.deferred_writes) == 0
+    rm.log_manager.flush_all()
+    assert sorted(writes) == sorted(os.path.join(log_dir, f"{tp.topic}-{tp.partition}", EPOCH_CHECKPOINT)
+                                    for tp in led)                       # once per new leader
+    assert all(checkpoint(log_dir, tp) == [(1, 0)] for tp in led)
+
+
+def test_a_failover_defers_the_new_leaders_checkpoints_of_existing_logs(tmp_path, writes):
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)     # followers of broker 2
+    for p in range(6):
+        rm.partitions[TopicPartition("t", p)].append_as_follower(
+            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
+    before = len(writes)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_epoch=2, leader_of=lambda p: ME), 2)
+    assert len(writes) == before
+    assert rm.partitions[TopicPartition("t", 0)].log.end_offset_for_epoch(1) == (1, 5)   # in memory at once
+    rm.finish_deferred_writes()
+    assert len(writes) == before + 6
+    assert all(checkpoint(log_dir, TopicPartition("t", p)) == [(1, 0), (2, 5)] for p in range(6))
+
+
+def test_a_crash_before_the_pass_recovers_the_right_epochs(tmp_path):
+    """The new leader appends in its deferred epoch, then the process dies before the
+    pass: the checkpoint on disk is stale, and the restart rebuilds it from the batches."""
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    tp = TopicPartition("t", 0)
+    rm.leader_and_isr(leader_and_isr([0], leader_of=lambda p: ME), 1)
+    rm.partitions[tp].append_as_leader(batch(), acks=1)                       # epoch 1: 0..3
+    rm.partitions[tp].log.flush()
+    rm.leader_and_isr(leader_and_isr([0], leader_epoch=5, leader_of=lambda p: ME), 2)
+    rm.partitions[tp].append_as_leader(batch(), acks=1)                       # epoch 5: 4..7
+    assert checkpoint(log_dir, tp) == [(1, 0)]                                # the crash window
+    # the crash: no pass, no flush, no close
+    restarted = LogManager([log_dir], CONFIG).get_log(tp)
+    assert restarted.epoch_cache.entries() == [(1, 0), (5, 4)]
+    assert restarted.end_offset_for_epoch(1) == (1, 4)        # a follower of epoch 1 cuts at 4, not 8
+    assert restarted.end_offset_for_epoch(3) == (1, 4)
+
+
+def test_a_crash_before_the_pass_without_appends_in_the_new_epoch(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    tp = TopicPartition("t", 0)
+    rm.leader_and_isr(leader_and_isr([0], leader_of=lambda p: ME), 1)
+    rm.partitions[tp].append_as_leader(batch(), acks=1)
+    rm.partitions[tp].log.flush()
+    rm.leader_and_isr(leader_and_isr([0], leader_epoch=5, leader_of=lambda p: ME), 2)
+    restarted = LogManager([log_dir], CONFIG).get_log(tp)
+    # Epoch 5 held no records: a written entry (5, 4) would have been dropped at the log end too.
+    assert restarted.epoch_cache.entries() == [(1, 0)]
+    assert restarted.end_offset_for_epoch(1) == (1, 4)
+
+
+def test_a_log_deleted_while_its_directory_is_made_does_not_come_back(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    mgr = LogManager([log_dir], CONFIG)
+    tp = TopicPartition("t", 0)
+    deferred = DeferredLogWrites(halt=pytest.fail, current_log=mgr.get_log,
+                                 run_in_thread=lambda fn, args: (mgr.delete_log(tp), fn(*args)))
+    deferred.add(mgr.get_or_create_log(tp))
+    deferred.finish()
+    assert mgr.get_log(tp) is None
+    assert [name for name in os.listdir(log_dir) if not name.endswith("-delete")] == []
+    mgr.close()
