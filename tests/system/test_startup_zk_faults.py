@@ -64,10 +64,13 @@ def stopped_broker_behind(cluster_factory, relay_class):
 
 
 def assert_comes_back(cluster, broker):
-    """``broker`` is alive, registers, rejoins every ISR and serves every partition."""
+    """``broker`` is alive, said it waits for ZooKeeper, registers, rejoins every ISR and
+    serves every partition."""
+    text = log_text(cluster, broker, "server.log")
     assert cluster.broker_alive(broker), (
         f"broker {broker} exited ({cluster.exit_status(broker)}) while ZooKeeper was away:\n"
-        + log_text(cluster, broker, "server.log")[-3000:])
+        + text[-3000:])
+    assert "Start-up is waiting for ZooKeeper" in text, text[-3000:]
     cluster.wait_registered([broker], timeout=60)
     cluster.wait_until(lambda: all(broker in s.isr for s in read_states(cluster, TOPIC).values()),
                        timeout=60, message=f"broker {broker} did not rejoin the ISRs")
