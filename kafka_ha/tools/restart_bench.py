@@ -8,9 +8,9 @@ ensemble, real broker processes):
 1. the topic is created (its znode written directly) and the controller makes the
    broker the leader of every partition;
 2. the broker is stopped (``--stop clean``: SIGTERM, so its logs need no recovery;
-   ``--stop kill``: SIGKILL); with ``--mb``, that many MB of 1 KiB records are then
-   appended to its logs (spread over up to 100 partitions), as if written before it
-   stopped (after ``kill``, they are unflushed and must be recovered);
+   ``--stop kill``: SIGKILL); then one 100-byte record is appended to each of its logs
+   and, with ``--mb``, that many MB of 1 KiB records to the first 100, as if written
+   before it stopped (after ``kill``, they are unflushed and must be recovered);
 3. the broker is started again, and the bench measures, from the process's start:
    its port accepting connections, its registration in ZooKeeper, its Metadata answer
    naming the topic (before that, clients get UNKNOWN_TOPIC_OR_PARTITION), and
@@ -79,11 +79,15 @@ def serves_all(port: int, n: int) -> bool:
 
 
 def fill_logs(data_dir: Path, n: int, mb: float, epoch: int, clean: bool) -> int:
-    """Append ``mb`` MB of 1 KiB records to the logs of the first partitions; bytes written."""
+    """Append one small record to every log, then ``mb`` MB of 1 KiB records to the logs of
+    the first partitions; bytes written."""
     manager = LogManager([str(data_dir)], LogConfig())
+    small = build_v2_batch([Record(None, b"s" * 100)])
+    for p in range(n):
+        manager.get_log(TopicPartition(TOPIC, p)).append_as_leader(bytearray(small), epoch)
     batch = build_v2_batch([Record(None, b"r" * 1000)] * 1000)
     targets = [TopicPartition(TOPIC, p) for p in range(min(n, FILLED_PARTITIONS))]
-    written, goal = 0, int(mb * 1_000_000)
+    written, goal = len(small) * n, int(mb * 1_000_000)
     while written < goal:
         for tp in targets:
             manager.get_log(tp).append_as_leader(bytearray(batch), epoch)
@@ -144,7 +148,7 @@ class RestartBench:
                 cluster.kill_broker(broker, signal.SIGKILL)
             wait_for(lambda: broker not in zk.live_broker_ids(), 60, f"broker {broker} gone")
             written = fill_logs(cluster.broker_dir(broker) / "data", n, args.mb, epoch,
-                                args.stop == "clean") if args.mb else 0
+                                args.stop == "clean")
             row = {"partitions": n, "stop": args.stop, "mb_filled": round(written / 1e6, 1),
                    **self.restart(cluster, zk, broker, n)}
             progress(f"{row}")
@@ -201,8 +205,8 @@ def tables(rows: list[dict]) -> list[Table]:
 def method(args: argparse.Namespace) -> str:
     return (f"One topic of N partitions with replication factor 1 on one broker of two (the other "
             f"is the controller), 3-node ZooKeeper ensemble, session timeout "
-            f"{args.session_timeout_ms} ms; the broker is stopped ({args.stop}), {args.mb} MB of "
-            f"1 KiB records are added to its logs, and it is started again. Times count from the "
+            f"{args.session_timeout_ms} ms; the broker is stopped ({args.stop}), one record is added "
+            f"to each of its logs and {args.mb} MB of 1 KiB records to the first 100, and it is started again. Times count from the "
             f"process's start; serving = ListOffsets succeeds for every partition.")
 
 
