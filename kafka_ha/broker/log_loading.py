@@ -1,12 +1,12 @@
-"""Loading a broker's logs at start-up off its event loop, in gevent's threadpool.
+"""Loading a broker's logs at start-up off its event loop, in threads.
 
 Opening a log reads its directory, index files and checkpoints, and after an
 unclean shutdown CRC-checks its unflushed segments.  On the event loop, a
 broker with 4.5 GB of logs did nothing else for about 20 s: ZooKeeper heard no
 heartbeat, the session expired, and start-up failed (issue 23).  Here the
-openers run on the threadpool's threads, in batches (one hand-off per batch,
-not per log) with at most ``threads`` batches at once, while the loop goes on
-serving the ZooKeeper session.  The logs are plain objects: nothing in them is
+openers run on a small threadpool (``num.recovery.threads.per.data.dir``
+threads per directory), in batches (one hand-off per batch, not per log),
+while the loop goes on serving the ZooKeeper session.  The logs are plain objects: nothing in them is
 bound to the thread that built them, and the log manager records them on the
 loop's thread when a batch comes back.
 
@@ -26,6 +26,7 @@ from typing import Callable, Sequence, TypeVar
 
 import gevent
 from gevent.monkey import get_original
+from gevent.threadpool import ThreadPool
 
 from kafka_ha.log.log_manager import LogManager, OpenLogs
 
@@ -101,29 +102,24 @@ def _open_all(openers: Sequence[Callable[[], T]]) -> list[T]:
 
 
 def open_in_threads(openers: Sequence[Callable[[], T]], threads: int) -> list[T]:
-    """The results of ``openers``, in order, run in gevent's threadpool in batches, at most
-    ``threads`` batches at a time; the first error raised by one is raised here."""
-    pool = gevent.get_hub().threadpool
-    pool.maxsize = max(pool.maxsize, threads)
+    """The results of ``openers``, in order, run in batches on a pool of ``threads`` threads
+    of its own (the hub's shared pool does the fsyncs); the first error raised by one is
+    raised here.  Every batch is queued at once, so a thread never waits for the loop to
+    hand it the next one."""
+    pool = ThreadPool(threads)
     batches = [openers[i:i + BATCH] for i in range(0, len(openers), BATCH)]
-    results: list[list[T]] = [[] for _ in batches]
+    results: list[T] = []
     relay = RecordsFromThreads()
     relay.install()
     try:
-        running: deque = deque()
-        for index, batch in enumerate(batches):
-            if len(running) >= threads:
-                done, pending = running.popleft()
-                results[done] = pending.get()
-                relay.emit()
-            running.append((index, pool.spawn(_open_all, batch)))
-        while running:
-            done, pending = running.popleft()
-            results[done] = pending.get()
+        pending = [pool.spawn(_open_all, batch) for batch in batches]
+        for batch_result in pending:
+            results.extend(batch_result.get())
             relay.emit()
     finally:
+        pool.kill()           # after an error: the batches still queued are not run
         relay.uninstall()
-    return [opened for batch_results in results for opened in batch_results]
+    return results
 
 
 def load_logs(make_log_manager: Callable[[OpenLogs], LogManager], threads: int) -> LogManager:
