@@ -85,7 +85,7 @@ def fill_logs(data_dir: Path, n: int, mb: float, epoch: int, clean: bool) -> int
     small = build_v2_batch([Record(None, b"s" * 100)])
     for p in range(n):
         manager.get_log(TopicPartition(TOPIC, p)).append_as_leader(bytearray(small), epoch)
-    batch = build_v2_batch([Record(None, b"r" * 1000)] * 1000)
+    batch = build_v2_batch([Record(None, b"r" * 1000)] * 500)
     targets = [TopicPartition(TOPIC, p) for p in range(min(n, FILLED_PARTITIONS))]
     written, goal = len(small) * n, int(mb * 1_000_000)
     while written < goal:
