@@ -9,7 +9,7 @@ ensemble, real broker processes):
    broker the leader of every partition;
 2. the broker is stopped (``--stop clean``: SIGTERM, so its logs need no recovery;
    ``--stop kill``: SIGKILL); then one 100-byte record is appended to each of its logs
-   and, with ``--mb``, that many MB of 1 KiB records to the first 100, as if written
+   and, with ``--mb``, that many MB of 1 KiB records in 16 KiB batches to the first 100, as if written
    before it stopped (after ``kill``, they are unflushed and must be recovered);
 3. the broker is started again, and the bench measures, from the process's start:
    its port accepting connections, its registration in ZooKeeper, its Metadata answer
@@ -85,7 +85,7 @@ def fill_logs(data_dir: Path, n: int, mb: float, epoch: int, clean: bool) -> int
     small = build_v2_batch([Record(None, b"s" * 100)])
     for p in range(n):
         manager.get_log(TopicPartition(TOPIC, p)).append_as_leader(bytearray(small), epoch)
-    batch = build_v2_batch([Record(None, b"r" * 1000)] * 500)
+    batch = build_v2_batch([Record(None, b"r" * 1000)] * 16)   # 16 KiB: the producer default batch.size
     targets = [TopicPartition(TOPIC, p) for p in range(min(n, FILLED_PARTITIONS))]
     written, goal = len(small) * n, int(mb * 1_000_000)
     while written < goal:
