@@ -73,3 +73,34 @@ def test_a_log_manager_gets_the_logs_its_runner_opens(tmp_path):
     assert runs == [3]
     assert {tp.partition: lg.log_end_offset for tp, lg in again.all_logs().items()} == {0: 1, 1: 2, 2: 3}
     again.close()
+
+
+def test_the_event_loop_runs_while_logs_open():
+    """What issue 23's broker lacked: other greenlets (its ZooKeeper heartbeats) run while
+    the logs open.  Run on the loop, the openers would leave no room for a tick between
+    the first opener's start and the last one's end."""
+    import time
+
+    import gevent
+    events = []
+
+    def ticker():
+        while True:
+            events.append("tick")
+            gevent.sleep(0.005)
+
+    def opener(i):
+        def open_():
+            events.append(f"open {i}")
+            time.sleep(0.02)          # file work: this thread, not the loop, waits
+            events.append(f"opened {i}")
+            return i
+        return open_
+    ticks = gevent.spawn(ticker)
+    try:
+        gevent.sleep(0)
+        open_in_threads([opener(i) for i in range(BATCH + 1)], threads=1)
+    finally:
+        ticks.kill()
+    during = events[events.index("open 0"):events.index(f"opened {BATCH}")]
+    assert "tick" in during
