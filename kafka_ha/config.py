@@ -124,8 +124,11 @@ KEYS: tuple[Key, ...] = (
     Key("zookeeper.connect", _str, None, "host:port[,host:port...][/chroot] (required)"),
     Key("zookeeper.session.timeout.ms", _int, 6000, "ZooKeeper session timeout", 1),
     Key("zookeeper.connection.timeout.ms", _int, 0,
-        "time to wait for the first connection; 0 means the session timeout", 0),
+        "time one start-up attempt to connect waits (attempts repeat until ZooKeeper "
+        "answers); 0 means the session timeout", 0),
     Key("log.dirs", _dirs, None, "comma-separated data directories"),
+    Key("num.recovery.threads.per.data.dir", _int, 1,
+        "threads per log directory that load (and recover) logs at start-up", 1),
     Key("log.dir", _dirs, ("/tmp/kafka-logs",), "used when log.dirs is not set"),
     Key("num.partitions", _int, 1, "partitions of an auto-created topic", 1),
     Key("default.replication.factor", _int, 1, "replication factor of an auto-created topic", 1),

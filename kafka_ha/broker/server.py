@@ -1,9 +1,11 @@
 """A broker process's composition root: ZooKeeper, registration, controller, listener.
 
-Start-up order follows Kafka: connect to ZooKeeper and ensure the common
-paths, start the request listener (so the controller can reach us the moment
-we register), then let the controller's event loop register the broker and
-run for controller.
+Start-up order follows Kafka: connect to ZooKeeper and load the logs (both at
+once: the logs load off the event loop, :mod:`.log_loading`), ensure the common
+paths (both ZooKeeper steps wait as long as ZooKeeper is unavailable,
+:mod:`.startup_retry`), start the request listener (so the controller can
+reach us the moment we register), then let the controller's event loop
+register the broker and run for controller.
 """
 from __future__ import annotations
 
@@ -24,10 +26,12 @@ from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis, by_version
 from kafka_ha.broker.log_cleaner import LogCleaner
+from kafka_ha.broker.log_loading import load_logs
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
+from kafka_ha.broker.startup_retry import until_zookeeper_answers
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -68,15 +72,28 @@ class KafkaServer:
     def startup(self) -> None:
         log.info("[Kafka Server %d], starting", self.broker_id)
         cfg = self.config
-        self.zk = connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
-                          cfg["zookeeper.connection.timeout.ms"] or None)
+        # Connecting and loading the logs overlap: the logs load in threads, so the loop
+        # is free to connect, and then to keep the new session alive however long
+        # loading takes.
+        connecting = gevent.spawn(until_zookeeper_answers, "connecting to ZooKeeper",
+                                  self._connect, gevent.sleep)
+        try:
+            # Logs are recovered before the broker registers: a corrupt checkpoint
+            # stops the start-up here with a clear error rather than serve bad data.
+            self.log_manager = load_logs(
+                lambda open_logs: LogManager(list(cfg.log_dirs), self._log_config(None),
+                                             open_logs=open_logs),
+                cfg["num.recovery.threads.per.data.dir"] * len(cfg.log_dirs))
+        except BaseException:
+            connecting.kill()
+            raise
+        self.zk = connecting.get()
         self.store = BrokerStore(self.zk)
-        # Logs are recovered before the broker registers: a corrupt checkpoint
-        # stops the start-up here with a clear error rather than serve bad data.
         self.topic_configs = TopicConfigs(self.store, cfg)
-        # Logs found on disk get their topic's overrides too (cleanup.policy, retention.ms...),
-        # not only logs created later: a restart must not fall back to the broker defaults.
-        self.log_manager = LogManager(list(cfg.log_dirs), self._log_config(None), self._log_config)
+        # Logs were loaded with the broker's defaults (the topic overrides live in
+        # ZooKeeper, which loading does not wait for); they get their topic's overrides
+        # (cleanup.policy, retention.ms...) before anything uses them.
+        self.log_manager.use_topic_configs(self._log_config)
         self.isr_writer = IsrWriter(self.store, self.broker_id)
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
@@ -112,12 +129,18 @@ class KafkaServer:
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),))
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
-        registration.ensure_common_paths()
+        until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
+                                gevent.sleep)
         self.controller = KafkaController(cfg, ControllerStore(self.zk, self.broker_id),
                                           registration.register)
         self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)
+
+    def _connect(self):
+        cfg = self.config
+        return connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
+                       cfg["zookeeper.connection.timeout.ms"] or None)
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)

@@ -23,7 +23,8 @@ import logging
 import os
 import shutil
 import time
-from typing import Callable, Mapping
+from functools import partial
+from typing import Callable, Mapping, Sequence
 
 from kafka_ha.model import TopicPartition
 
@@ -38,6 +39,14 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+OpenLogs = Callable[[Sequence[Callable[[], Log]]], list[Log]]
+
+
+def open_one_by_one(openers: Sequence[Callable[[], Log]]) -> list[Log]:
+    """Open the logs in order on the calling thread (tools and tests)."""
+    return [open_log() for open_log in openers]
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -56,7 +65,10 @@ class LogManager:
     """Creates, loads, finds and deletes :class:`Log` s; owns the per-directory checkpoints."""
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig,
-                 config_for: Callable[[str], LogConfig] | None = None) -> None:
+                 config_for: Callable[[str], LogConfig] | None = None,
+                 open_logs: OpenLogs = open_one_by_one) -> None:
+        """Loads the logs found in ``log_dirs``; ``open_logs`` runs the file work of
+        opening them (the broker runs it off its event loop: :mod:`kafka_ha.broker.log_loading`)."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -73,9 +85,15 @@ class LogManager:
         self._doomed = DoomedLogs()
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
-            self._load_dir(log_dir)
+            self._load_dir(log_dir, open_logs)
 
-    def _load_dir(self, log_dir: str) -> None:
+    def use_topic_configs(self, config_for: Callable[[str], LogConfig]) -> None:
+        """From now on each topic's logs take ``config_for(topic)``, the loaded ones too."""
+        self._config_for = config_for
+        for tp, log_ in self._logs.items():
+            log_.config = config_for(tp.topic)
+
+    def _load_dir(self, log_dir: str, open_logs: OpenLogs) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
         clean = os.path.exists(marker)
         try:
@@ -90,6 +108,8 @@ class LogManager:
             log_starts = {}
         if clean:
             log.info("Found clean shutdown file. Skipping recovery for all logs in data directory: %s", log_dir)
+        found: list[TopicPartition] = []
+        openers: list[Callable[[], Log]] = []
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -103,8 +123,13 @@ class LogManager:
                 continue
             if tp in self._logs:
                 raise RuntimeError(f"partition {tp} has a log in both {self._dir_of[tp]} and {log_dir}")
-            self._logs[tp] = Log(path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0), clean,
-                                 log_starts.get(tp, 0))
+            found.append(tp)
+            openers.append(partial(Log, path, tp, self._config_for(tp.topic), recovery_points.get(tp, 0),
+                                   clean, log_starts.get(tp, 0)))
+        # The manager's own state changes here only, on the caller's thread: ``open_logs``
+        # may run the openers on other threads.
+        for tp, opened in zip(found, open_logs(openers)):
+            self._logs[tp] = opened
             self._dir_of[tp] = log_dir
             self._log_count[log_dir] += 1
         if clean:

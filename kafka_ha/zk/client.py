@@ -11,6 +11,8 @@ import logging
 from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
 
+from kafka_ha.zk.errors import ZkTimeout, translated
+
 log = logging.getLogger(__name__)
 
 
@@ -36,20 +38,33 @@ def connect(connect_string: str, session_timeout_ms: int,
 
     Kafka creates its chroot at start-up too, so ``zookeeper.connect`` with a
     fresh ``/chroot`` works without an extra admin step.
+
+    Fails with the project's errors: ZkTimeout if no connection came within the
+    connection timeout, ZkConnectionLost if it dropped while creating the chroot.
     """
     hosts, chroot = split_chroot(connect_string)
     timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
     if chroot and create_chroot:
         bootstrap = _client(hosts, session_timeout_ms, use_gevent)
-        bootstrap.start(timeout=timeout_s)
+        _start(bootstrap, hosts, timeout_s)
         try:
-            bootstrap.ensure_path(chroot)
+            with translated():
+                bootstrap.ensure_path(chroot)
         finally:
             bootstrap.stop()
             bootstrap.close()
     client = _client(connect_string, session_timeout_ms, use_gevent)
-    client.start(timeout=timeout_s)
+    _start(client, connect_string, timeout_s)
     return client
+
+
+def _start(client: KazooClient, hosts: str, timeout_s: float) -> None:
+    try:
+        client.start(timeout=timeout_s)
+    except client.handler.timeout_exception as e:
+        # gevent's handler raises a gevent.Timeout, a BaseException that no
+        # ``except Exception`` (nor translated()) would catch.  kazoo has closed the client.
+        raise ZkTimeout(f"no connection to ZooKeeper at {hosts} within {timeout_s:g} s") from e
 
 
 def _client(hosts: str, session_timeout_ms: int, use_gevent: bool) -> KazooClient:
