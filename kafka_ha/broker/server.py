@@ -60,6 +60,7 @@ class KafkaServer:
         self.stopped = Event()
         self.zk = None  # the client, under the stores
         self.store: BrokerStore | None = None
+        self.topic_configs: TopicConfigs | None = None   # once ZooKeeper answers
         self.controller: KafkaController | None = None
         self.listener: ProtocolServer | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -146,8 +147,10 @@ class KafkaServer:
         return self.handler.handle(header, reader)
 
     def _log_config(self, topic: str | None) -> LogConfig:
-        """A topic's log settings: its overrides, else the broker's defaults."""
-        return self.topic_configs.log_config(topic)
+        """A topic's log settings: its overrides, else the broker's defaults (the defaults
+        alone while the logs load, before ZooKeeper and the overrides are there)."""
+        configs = self.topic_configs or TopicConfigs(None, self.config)
+        return configs.log_config(topic)
 
     def _high_watermarks(self):
         return {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
