@@ -72,7 +72,7 @@ fi
 want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" = "$have" ] && (cd / && "$VENV/bin/python" -c \
-    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, pytest, jsonschema, kafka, pyspark, pyarrow') >/dev/null 2>&1; then
+    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, pytest, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
   step "kafka-ha already installed in $VENV (setup.cfg unchanged)"
 else
   step "pip install -e $ROOT[test,spark]"
