@@ -52,10 +52,13 @@ from kafka_ha.protocol.stream_io import (BUFFER_BYTES, FrameReader, FrameSizeErr
 Handler = Callable[[RequestHeader, Reader], Optional[tuple[dict[str, Any], int]]]
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600
-# Answers queued on one connection behind one still being finished (Kafka's
-# queued.max.requests is 500 for a whole broker; this is per connection, and each
-# queued answer is small: a Produce's offsets, or a Fetch's file regions).
-MAX_PENDING_RESPONSES = 500
+# Answers queued on one connection behind one still being finished.  librdkafka sends
+# a Produce per partition with up to a million in flight: with 500 here, a producer
+# writing to the 3,334 partitions a controlled shutdown moved needed seven replication
+# rounds one after another (acks=all writable 10.9 s after the SIGTERM, acks=1 2.0 s).
+# Each queued answer is small (a Produce's offsets: about 1 KB with its bookkeeping;
+# or a Fetch's file regions), so 4,096 bound a connection to a few MB.
+MAX_PENDING_RESPONSES = 4096
 
 
 class _CloseConnection(Exception):

@@ -467,12 +467,13 @@ def test_a_deferred_answer_lets_the_next_requests_be_served_and_keeps_the_order(
         srv.stop(timeout=0.2)
 
 
-def test_a_connection_stops_reading_while_too_many_answers_wait():
+def test_a_connection_stops_reading_while_too_many_answers_wait(monkeypatch):
     """The queue of unsent answers is bounded: past it, the connection is not read
     (as Kafka mutes a channel), so a client cannot pile up unbounded responses."""
     from kafka_ha.protocol import server as server_module
     from kafka_ha.protocol.deferred import DeferredResponse
 
+    monkeypatch.setattr(server_module, "MAX_PENDING_RESPONSES", 40)
     release = gevent.event.Event()
     handled = []
 
