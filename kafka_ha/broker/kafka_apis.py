@@ -21,6 +21,7 @@ from kafka_ha.protocol.api import ADVERTISED_VERSIONS, ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import RequestHeader, decode_request_body
 from kafka_ha.protocol.primitives import ProtocolError, Reader
+from kafka_ha.protocol.server import client_address
 
 log = logging.getLogger(__name__)
 ApiHandler = Callable[[dict[str, Any], RequestHeader], dict[str, Any] | None]
@@ -74,9 +75,14 @@ class KafkaApis:
             coordinator, offsets = groups.coordinator, groups.offsets
 
             def with_client_id(handler: Callable) -> ApiHandler:
-                # JoinGroup records each member's client id (DescribeGroups shows it).
-                return lambda body, header: handler({**body, "_client_id": header.client_id or ""},
-                                                    header.api_version)
+                # JoinGroup records each member's client id and host (DescribeGroups shows
+                # them; Kafka writes the host as "/<ip>").
+                def handle(body, header):
+                    address = client_address()
+                    return handler({**body, "_client_id": header.client_id or "",
+                                    "_client_host": f"/{address}" if address else ""},
+                                   header.api_version)
+                return handle
 
             def then_refresh(handler: ApiHandler) -> ApiHandler:
                 # A new leadership of an offsets partition: load its groups now.

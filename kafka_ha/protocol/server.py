@@ -61,6 +61,12 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600
 MAX_PENDING_RESPONSES = 4096
 
 
+def client_address() -> str:
+    """The IP address of the client whose connection the current greenlet serves ('' in any
+    other greenlet): JoinGroup records it, and DescribeGroups shows it as the member's host."""
+    return getattr(gevent.getcurrent(), "kafka_client_address", "")
+
+
 class _CloseConnection(Exception):
     """Internal: stop serving this connection (already logged)."""
 
@@ -114,6 +120,7 @@ class ProtocolServer:
             sock.close()
             return
         self._connections_per_ip[ip] += 1
+        gevent.getcurrent().kafka_client_address = ip
         deadline: list[float | None] = [None]   # set while a frame's body is being read
         answers: _Answers | None = None
         try:

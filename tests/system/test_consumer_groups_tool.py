@@ -61,6 +61,7 @@ def test_describe_reset_and_delete_a_group(cluster_factory):
         assert rc == 0 and lines[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
                                         "#PARTITIONS", "ASSIGNMENT"], (out, err)
         assert lines[1][0] == GROUP and lines[1][3:] == ["tool-client", "2", "orders(0,1)"]
+        assert lines[1][2] == "/127.0.0.1", "the member's host, as Kafka shows it"
         rc, out, err = groups_tool(cluster, "--describe", "--group", GROUP, "--state")
         lines = [line.split() for line in out.strip().splitlines()]
         assert rc == 0 and lines[1][0] == GROUP and lines[1][-3:] == ["range", "Stable", "1"]

@@ -567,3 +567,26 @@ def test_a_client_pipelining_many_requests_does_not_hold_the_loop_from_the_other
             other.close()
     finally:
         srv.stop(timeout=0.2)
+
+
+def test_a_handler_knows_the_address_of_the_client_it_serves():
+    """JoinGroup records it: kafka-consumer-groups.sh --describe shows the member's HOST."""
+    from kafka_ha.protocol.server import client_address
+    seen = []
+
+    def handler(header, reader):
+        decode_request_body(header, reader)
+        seen.append(client_address())
+        return {"error_code": 0, "node_id": 0, "host": "h", "port": 1}, 0
+
+    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
+    srv.start()
+    try:
+        with gevent.Timeout(5):
+            sock = raw_connect(srv)
+            sock.sendall(encode_request(K.FIND_COORDINATOR, 0, 1, "c", {"key": "k"}))
+            recv_frame(sock)
+            sock.close()
+    finally:
+        srv.stop(timeout=0.2)
+    assert seen == ["127.0.0.1"] and client_address() == ""
