@@ -136,6 +136,7 @@ class FrameMaker:
         body = self._value(REQUEST_SCHEMAS[(ApiKey.FETCH, version)], "")
         topic = self.rng.choice(self.topics)
         partition = {"partition": 0, "fetch_offset": 0, "log_start_offset": 0,
+                     "current_leader_epoch": self.rng.choice((-1, 0, 7, 2**31 - 1)),
                      "partition_max_bytes": self.rng.choice((-1, -2**31, 0, 2**31 - 1, 1 << 20))}
         body["topics"] = [{"topic": topic, "partitions": [dict(partition)
                                                           for _ in range(self.rng.choice((1, 2, 200)))]}]
