@@ -22,7 +22,9 @@ def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
     cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "doomed", 3, 2)
     Producer(cluster.bootstrap_servers, acks=-1).send("doomed", b"x", partition=0).get(timeout=30)
-    assert len(topic_dirs(cluster, "doomed")) == 6
+    # New logs get their directories in the pass after LeaderAndIsr (lazy logs).
+    cluster.wait_until(lambda: len(topic_dirs(cluster, "doomed")) == 6, timeout=30,
+                       message="the topic's 6 log directories were not created")
     cluster.kill(3)
     cluster.wait_deregistered(3)
     rc, out, _ = topics_cli(cluster, "--delete", "--topic", "doomed")
