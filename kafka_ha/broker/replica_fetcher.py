@@ -136,12 +136,14 @@ class ReplicaFetcher:
     def _truncate(self, tps: set[TopicPartition]) -> None:
         by_topic: dict[str, list[dict]] = {}
         partitions = {}
+        asked_in: dict[TopicPartition, int] = {}
         for tp in tps:
             p = self._partition_of(tp)
             if p is None:
                 self.needs_truncation.discard(tp)
                 continue
             partitions[tp] = p
+            asked_in[tp] = p.leader_epoch
             by_topic.setdefault(tp.topic, []).append(
                 {"partition": tp.partition, "current_leader_epoch": p.leader_epoch,
                  "leader_epoch": p.log.latest_epoch()})
@@ -157,7 +159,10 @@ class ReplicaFetcher:
             if p is None or tp not in self.needs_truncation:
                 continue  # removed meanwhile (also during a pause of this loop)
             if entry["error_code"] == ErrorCode.FENCED_LEADER_EPOCH:
-                self._fence(p)
+                # Only if still in the epoch it asked in: a LeaderAndIsr of a newer epoch
+                # may have come while the request was out (it asks again, in that epoch).
+                if p.leader_epoch == asked_in[tp]:
+                    self._fence(p)
                 continue
             if entry["error_code"] != ErrorCode.NONE:
                 not_ready = True  # the leader is not ready yet; ask again

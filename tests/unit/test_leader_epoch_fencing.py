@@ -16,6 +16,7 @@ from kafka_ha.broker.fetch_sessions import FetchSessionCache, INITIAL_EPOCH
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.replication import leader_epoch_error
 from kafka_ha.model import TopicPartition
+from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from tests.harness.fake_leader import FakeLeader, follower_partition, start_fetcher, wait_for, write
 from tests.harness.fake_leader import open_log as fake_open_log
@@ -119,6 +120,32 @@ def test_a_fenced_follower_stops_fetching_until_its_next_leader_and_isr(tmp_path
         wait_for(lambda: fetcher.idle, "the fenced partition left the fetcher")
         assert A not in fetcher.failed_partitions, "fenced is not failed: a LeaderAndIsr resumes it"
         fetcher.add({A})                                   # the LeaderAndIsr of the new epoch
+        wait_for(lambda: A in fetcher.fetching and p.log.log_end_offset == 1, "caught up")
+    finally:
+        fetcher.stop()
+        p.log.close()
+
+
+@pytest.mark.parametrize("where", ["epoch question", "fetch"])
+def test_a_fence_answer_to_an_epoch_the_follower_has_since_left_is_ignored(tmp_path, fake, where):
+    """The fetcher asked in epoch 9; while the request was out, the LeaderAndIsr of epoch 10
+    arrived and re-added the partition.  The leader's FENCED answer is about epoch 9: acting
+    on it removed the partition for good (no further LeaderAndIsr was coming), and the
+    follower stopped replicating (seen in test_reassignment_under_load)."""
+    ours = fake.logs[A] = fake_open_log(tmp_path, 1, A)
+    write(ours, 0, b"m0")
+    p = follower_partition(fake_open_log(tmp_path, 2, A))
+    errors = fake.epoch_errors if where == "epoch question" else fake.fetch_errors
+    errors[A] = [FENCED]
+    api = ApiKey.OFFSETS_FOR_LEADER_EPOCH if where == "epoch question" else ApiKey.FETCH
+    fetcher = start_fetcher([p])
+
+    def leader_and_isr_meanwhile(api_key):
+        if api_key == api and errors.get(A):
+            p.make_follower(state((1, 2), epoch=10, leader=1, replicas=(1, 2), tp=A))
+            fetcher.add({A})
+    fake.during = leader_and_isr_meanwhile
+    try:
         wait_for(lambda: A in fetcher.fetching and p.log.log_end_offset == 1, "caught up")
     finally:
         fetcher.stop()
