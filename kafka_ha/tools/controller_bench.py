@@ -58,14 +58,16 @@ def controller_log(cluster: LocalCluster, broker: int) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def wait_for(predicate, timeout: float, what: str):
+def wait_for(predicate, timeout: float, what: str, sleep=time.sleep, poll_s: float = 0.05):
+    """``predicate()``'s first true value, polled every ``poll_s`` with ``sleep`` (gevent.sleep
+    where greenlets must run meanwhile); TimeoutError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        sleep(poll_s)
+    raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def progress(message: str) -> None:

@@ -35,6 +35,7 @@ from kafka_ha.bench_results import Run, Table, add_output_options, print_summary
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection, BrokerConnectionError
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.tools import controller_bench
 from kafka_ha.tools.controller_bench import free_ports, progress, start_ensemble
 from kafka_ha.tools.group_members import Member
 from kafka_ha.tools.local_cluster import LocalCluster
@@ -45,13 +46,7 @@ TOPIC, PARTITIONS = "group-bench", 6
 
 def wait_for(predicate, timeout_s: float, what: str):
     """Poll with gevent.sleep, so that the members' greenlets run meanwhile."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        gevent.sleep(0.02)
-    raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
+    return controller_bench.wait_for(predicate, timeout_s, what, sleep=gevent.sleep, poll_s=0.02)
 
 
 class GroupBench:

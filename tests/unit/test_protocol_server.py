@@ -1,6 +1,7 @@
 """The protocol server and the client connection, live over loopback."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 
@@ -423,6 +424,18 @@ def test_connections_past_the_per_address_limit_are_closed_at_once(caplog):
 
 # -- answers that finish later (an acks=all produce waiting for its replicas) ------------
 
+@contextlib.contextmanager
+def serving(handler, timeout_s=5):
+    """A live server with ``handler``, stopped on the way out; the block may take ``timeout_s``."""
+    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
+    srv.start()
+    try:
+        with gevent.Timeout(timeout_s):
+            yield srv
+    finally:
+        srv.stop(timeout=0.2)
+
+
 def test_a_deferred_answer_lets_the_next_requests_be_served_and_keeps_the_order():
     """librdkafka sends one partition per Produce request and pipelines them; when each
     acks=all request held the connection until its records were replicated, 1,000
@@ -442,29 +455,24 @@ def test_a_deferred_answer_lets_the_next_requests_be_served_and_keeps_the_order(
             return DeferredResponse(finish), 0
         return {"error_code": 0, "node_id": header.correlation_id, "host": "now", "port": 1}, 0
 
-    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
-    srv.start()
-    try:
-        with gevent.Timeout(5):
-            sock = raw_connect(srv)
-            keys = ["wait", "now", "wait", "now"]
-            sock.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": k})
-                                  for cid, k in enumerate(keys)))
-            while len(handled) < len(keys):
-                gevent.sleep(0.01)
-            # Every request was taken while the first one's answer still waited ...
-            assert handled == [0, 1, 2, 3]
-            sock.settimeout(0.2)
-            with pytest.raises(socket.timeout):
-                sock.recv(1)           # ... and nothing overtook it.
-            replicated.set()
-            sock.settimeout(2)
-            answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in keys]
-            assert [(cid, body["host"]) for cid, body in answers] == [
-                (0, "waited"), (1, "now"), (2, "waited"), (3, "now")]
-            sock.close()
-    finally:
-        srv.stop(timeout=0.2)
+    with serving(handler, 5) as srv:
+        sock = raw_connect(srv)
+        keys = ["wait", "now", "wait", "now"]
+        sock.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": k})
+                              for cid, k in enumerate(keys)))
+        while len(handled) < len(keys):
+            gevent.sleep(0.01)
+        # Every request was taken while the first one's answer still waited ...
+        assert handled == [0, 1, 2, 3]
+        sock.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            sock.recv(1)           # ... and nothing overtook it.
+        replicated.set()
+        sock.settimeout(2)
+        answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in keys]
+        assert [(cid, body["host"]) for cid, body in answers] == [
+            (0, "waited"), (1, "now"), (2, "waited"), (3, "now")]
+        sock.close()
 
 
 def test_a_connection_stops_reading_while_too_many_answers_wait(monkeypatch):
@@ -483,27 +491,22 @@ def test_a_connection_stops_reading_while_too_many_answers_wait(monkeypatch):
         return DeferredResponse(lambda: (release.wait(), {"error_code": 0, "node_id": 0,
                                                            "host": "h", "port": 1})[1]), 0
 
-    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
-    srv.start()
     limit = server_module.MAX_PENDING_RESPONSES
-    try:
-        with gevent.Timeout(10):
-            sock = raw_connect(srv)
-            n = limit + 5
-            sock.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": "k"})
-                                  for cid in range(n)))
-            while len(handled) < limit:
-                gevent.sleep(0.01)
-            gevent.sleep(0.1)
-            # the one in the writer's hands plus the queue's bound
-            assert len(handled) <= limit + 1
-            release.set()
-            sock.settimeout(5)
-            answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in range(n)]
-            assert [cid for cid, _ in answers] == list(range(n))
-            sock.close()
-    finally:
-        srv.stop(timeout=0.2)
+    with serving(handler, 10) as srv:
+        sock = raw_connect(srv)
+        n = limit + 5
+        sock.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipe", {"key": "k"})
+                              for cid in range(n)))
+        while len(handled) < limit:
+            gevent.sleep(0.01)
+        gevent.sleep(0.1)
+        # the one in the writer's hands plus the queue's bound
+        assert len(handled) <= limit + 1
+        release.set()
+        sock.settimeout(5)
+        answers = [decode_response(K.FIND_COORDINATOR, 0, recv_frame(sock)) for _ in range(n)]
+        assert [cid for cid, _ in answers] == list(range(n))
+        sock.close()
 
 
 def test_a_deferred_answer_that_fails_closes_the_connection(caplog):
@@ -516,16 +519,11 @@ def test_a_deferred_answer_that_fails_closes_the_connection(caplog):
             raise RuntimeError("boom")
         return DeferredResponse(finish), 0
 
-    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
-    srv.start()
-    try:
-        with gevent.Timeout(5):
-            sock = raw_connect(srv)
-            sock.sendall(encode_request(K.FIND_COORDINATOR, 0, 7, "pipe", {"key": "k"}))
-            assert_closed_by_peer(sock)
+    with serving(handler, 5) as srv:
+        sock = raw_connect(srv)
+        sock.sendall(encode_request(K.FIND_COORDINATOR, 0, 7, "pipe", {"key": "k"}))
+        assert_closed_by_peer(sock)
         assert "handler failed on FIND_COORDINATOR v0 (correlation id 7)" in caplog.text
-    finally:
-        srv.stop(timeout=0.2)
 
 
 def test_a_client_pipelining_many_requests_does_not_hold_the_loop_from_the_others():
@@ -546,27 +544,22 @@ def test_a_client_pipelining_many_requests_does_not_hold_the_loop_from_the_other
                 pass
         return {"error_code": 0, "node_id": 0, "host": "h", "port": 1}, 0
 
-    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
-    srv.start()
-    try:
-        with gevent.Timeout(10):
-            busy, other = raw_connect(srv), raw_connect(srv)
-            n = 40
-            busy.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipeliner", {"key": "k"})
-                                  for cid in range(n)))
-            while "pipeliner" not in order:
-                gevent.sleep(0.001)
-            other.sendall(encode_request(K.FIND_COORDINATOR, 0, 0, "other", {"key": "k"}))
-            other.settimeout(5)
-            recv_frame(other)
-            busy.settimeout(5)
-            for _ in range(n):
-                recv_frame(busy)
-            assert order.index("other") < len(order) - 1, "served only after all 40 (800 ms)"
-            busy.close()
-            other.close()
-    finally:
-        srv.stop(timeout=0.2)
+    with serving(handler, 10) as srv:
+        busy, other = raw_connect(srv), raw_connect(srv)
+        n = 40
+        busy.sendall(b"".join(encode_request(K.FIND_COORDINATOR, 0, cid, "pipeliner", {"key": "k"})
+                              for cid in range(n)))
+        while "pipeliner" not in order:
+            gevent.sleep(0.001)
+        other.sendall(encode_request(K.FIND_COORDINATOR, 0, 0, "other", {"key": "k"}))
+        other.settimeout(5)
+        recv_frame(other)
+        busy.settimeout(5)
+        for _ in range(n):
+            recv_frame(busy)
+        assert order.index("other") < len(order) - 1, "served only after all 40 (800 ms)"
+        busy.close()
+        other.close()
 
 
 def test_a_handler_knows_the_address_of_the_client_it_serves():
@@ -579,14 +572,9 @@ def test_a_handler_knows_the_address_of_the_client_it_serves():
         seen.append(client_address())
         return {"error_code": 0, "node_id": 0, "host": "h", "port": 1}, 0
 
-    srv = ProtocolServer("127.0.0.1", 0, handler, logger=logging.getLogger("test.protocol.server"))
-    srv.start()
-    try:
-        with gevent.Timeout(5):
-            sock = raw_connect(srv)
-            sock.sendall(encode_request(K.FIND_COORDINATOR, 0, 1, "c", {"key": "k"}))
-            recv_frame(sock)
-            sock.close()
-    finally:
-        srv.stop(timeout=0.2)
+    with serving(handler, 5) as srv:
+        sock = raw_connect(srv)
+        sock.sendall(encode_request(K.FIND_COORDINATOR, 0, 1, "c", {"key": "k"}))
+        recv_frame(sock)
+        sock.close()
     assert seen == ["127.0.0.1"] and client_address() == ""
