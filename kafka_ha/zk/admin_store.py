@@ -16,6 +16,7 @@ from kazoo.client import KazooClient
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
+from kafka_ha.zk.broker_store import read_controller_id
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.errors import MalformedZnode, ZkError, ZkNoNode, ZkRolledBack, translated
 from kafka_ha.zk.mapped_client import MappedClient
@@ -75,11 +76,7 @@ class AdminStore:
 
     def controller_id(self) -> int | None:
         """The broker id in ``/controller``; None if there is none.  MalformedZnode if unreadable."""
-        try:
-            data, _ = self.zk.get(zn.ControllerZNode.PATH)
-        except ZkNoNode:
-            return None
-        return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
+        return read_controller_id(self.zk)
 
     # ---- topics ------------------------------------------------------------------------
 

@@ -42,6 +42,16 @@ class ConfigChange:
     created_ms: int
 
 
+
+def read_controller_id(zk) -> int | None:
+    """The broker id in ``/controller`` read through ``zk`` (a MappedClient); None if there is
+    none; MalformedZnode if unreadable.  The broker's and the admin tools' stores both ask."""
+    try:
+        data, _ = zk.get(zn.ControllerZNode.PATH)
+    except ZkNoNode:
+        return None
+    return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
+
 class BrokerStore:
     def __init__(self, client: KazooClient) -> None:
         self.zk = MappedClient(client)
@@ -164,11 +174,7 @@ class BrokerStore:
 
     def controller_id(self) -> int | None:
         """The broker id in ``/controller``; None if there is none.  MalformedZnode if unreadable."""
-        try:
-            data, _ = self.zk.get(zn.ControllerZNode.PATH)
-        except ZkNoNode:
-            return None
-        return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
+        return read_controller_id(self.zk)
 
     def active_controller(self) -> tuple[int | None, int]:
         """(``/controller``'s broker id or None, ``/controller_epoch`` or 0), read in one round.
