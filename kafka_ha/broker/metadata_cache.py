@@ -81,8 +81,11 @@ class MetadataCache:
             error, leader = ErrorCode.REPLICA_NOT_AVAILABLE, s.leader
         else:
             error, leader = ErrorCode.NONE, s.leader
+        # Metadata v5+: Kafka's controller calls a replica offline when its broker is
+        # not live (or its log dir failed); v7+: the epoch clients fetch at (KIP-320).
         return {"error_code": error, "partition_index": s.tp.partition, "leader_id": leader,
-                "replica_nodes": replicas, "isr_nodes": isr}
+                "leader_epoch": s.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                "offline_replicas": [r for r in s.replicas if r not in self.brokers]}
 
     def metadata_response(self, topics: list[str] | None) -> dict[str, Any]:
         names = sorted(self.partitions) if topics is None else topics

@@ -87,7 +87,8 @@ class OffsetApis:
         if retention_ms < 0:
             retention_ms = self.config["offsets.retention.minutes"] * 60000
         return OffsetValue(part["committed_offset"], part["committed_metadata"] or "",
-                           commit_ts, commit_ts + retention_ms)
+                           commit_ts, commit_ts + retention_ms,
+                           part.get("committed_leader_epoch", -1))   # v6+
 
     # ---- OffsetFetch -----------------------------------------------------------
 
@@ -107,9 +108,11 @@ class OffsetApis:
         for topic, partition in wanted:
             value = committed.get((topic, partition))
             entry = {"partition_index": partition, "error_code": ErrorCode.NONE,
-                     "committed_offset": from_zk.get((topic, partition), -1), "metadata": ""}
+                     "committed_offset": from_zk.get((topic, partition), -1), "metadata": "",
+                     "committed_leader_epoch": -1}
             if value is not None:
-                entry.update(committed_offset=value.offset, metadata=value.metadata)
+                entry.update(committed_offset=value.offset, metadata=value.metadata,
+                             committed_leader_epoch=value.leader_epoch)
             if version < 2 and error != ErrorCode.NONE:
                 entry["error_code"] = error   # v1 has no top-level error
             by_topic.setdefault(topic, []).append(entry)

@@ -66,9 +66,13 @@ _define(ApiKey.API_VERSIONS, range(1, 3), Struct(), Struct(
 
 
 def _metadata_response(version: int) -> Struct:
-    partition = Struct(
-        ("error_code", INT16), ("partition_index", INT32), ("leader_id", INT32),
-        ("replica_nodes", Array(INT32)), ("isr_nodes", Array(INT32)))
+    partition = [("error_code", INT16), ("partition_index", INT32), ("leader_id", INT32),
+                 ("replica_nodes", Array(INT32)), ("isr_nodes", Array(INT32))]
+    if version >= 7:
+        partition.insert(3, ("leader_epoch", INT32))
+    if version >= 5:
+        partition.append(("offline_replicas", Array(INT32)))
+    partition = Struct(*partition)
     broker = [("node_id", INT32), ("host", STRING), ("port", INT32)]
     topic = [("error_code", INT16), ("name", STRING)]
     if version == 0:
@@ -88,17 +92,20 @@ def _metadata_response(version: int) -> Struct:
 
 # v0: an empty list means all topics; v1+: null means all, empty means none.  v2
 # adds the cluster id, v3 the throttle time; v4 (KIP-98 era) lets the client say
-# whether missing topics may be auto-created.  Clients infer the broker's release
-# from the highest Metadata version (Metadata v4: Kafka 0.11, the first release
-# with message format 2 and the idempotent producer).
+# whether missing topics may be auto-created; v5 (KIP-112) lists each partition's
+# offline replicas, v6 is v5 again (KIP-219 throttling), v7 (KIP-320) gives each
+# partition's leader epoch, which clients compare with what they fetch at.  Clients
+# infer the broker's release from the highest Metadata version (v4: Kafka 0.11,
+# message format 2 and the idempotent producer; v7: Kafka 2.1).
 _define(ApiKey.METADATA, range(0, 1), Struct(("topics", Array(STRING))),
         _metadata_response(0))
 for _v in range(1, 4):
     _define(ApiKey.METADATA, range(_v, _v + 1), Struct(("topics", Array(STRING, nullable=True))),
             _metadata_response(_v))
-_define(ApiKey.METADATA, range(4, 5), Struct(("topics", Array(STRING, nullable=True)),
-                                             ("allow_auto_topic_creation", BOOLEAN)),
-        _metadata_response(4))
+for _v in range(4, 8):
+    _define(ApiKey.METADATA, range(_v, _v + 1), Struct(("topics", Array(STRING, nullable=True)),
+                                                       ("allow_auto_topic_creation", BOOLEAN)),
+            _metadata_response(_v))
 
 # -- Inter-broker requests (4-7, 23) ------------------------------------------
 
@@ -230,7 +237,9 @@ _define(ApiKey.FETCH, range(7, 9),
 _FETCH_TOPICS_V9 = ("topics", Array(Struct(("topic", STRING), ("partitions", Array(Struct(
     ("partition", INT32), ("current_leader_epoch", INT32), ("fetch_offset", INT64), _LOG_START,
     ("partition_max_bytes", INT32)))))))
-_define(ApiKey.FETCH, range(9, 10),
+# v10 is v9 again: it only says the reader takes zstd (KIP-110); an older reader
+# asking for zstd data gets UNSUPPORTED_COMPRESSION_TYPE.
+_define(ApiKey.FETCH, range(9, 11),
         Struct(*_FETCH_V4_PREFIX, ("session_id", INT32), ("session_epoch", INT32),
                _FETCH_TOPICS_V9, _FORGOTTEN), _FETCH_V7_RESPONSE)
 
@@ -272,16 +281,12 @@ def _version_table() -> dict[ApiKey, tuple[int, int]]:
 
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = _version_table()
 
-# Served to anyone, but not advertised in ApiVersions: Fetch v5-v9 and
-# OffsetsForLeaderEpoch v2 exist for our own replica fetchers (v7's incremental
-# sessions, v9's leader-epoch fencing).  Clients infer the broker's release from
-# what it advertises: Metadata v4 (Kafka 0.11) makes kafka-python and aiokafka send
-# message format 2 and turn on the idempotent producer (served: InitProducerId,
-# Produce v3+); Fetch v7 would make kafka-python take us for Kafka 1.1, whose other
-# APIs we do not all serve.
-_ADVERTISED_MAX = {ApiKey.FETCH: 4, ApiKey.OFFSETS_FOR_LEADER_EPOCH: 1}
-ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    key: (lo, min(hi, _ADVERTISED_MAX.get(key, hi))) for key, (lo, hi) in SUPPORTED_VERSIONS.items()}
+# Every version served is advertised: the Kafka 2.1 ranges of each API we
+# implement (tests/unit/test_api_version_table.py holds them as facts).  Clients pick
+# their highest common version, so kafka-python, aiokafka and librdkafka take us for
+# Kafka 2.1 and use Fetch v10 with incremental sessions, Metadata v7 and KIP-320's
+# leader epochs; every one of those paths is served for consumers too.
+ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = dict(SUPPORTED_VERSIONS)
 
 
 def is_supported(api_key: int, api_version: int) -> bool:

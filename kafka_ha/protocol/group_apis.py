@@ -1,5 +1,5 @@
 """Request and response layouts of the group APIs (8-16, and DeleteGroups, 42),
-the versions a Kafka 1.0-2.0 broker offers.
+the versions a Kafka 2.1 broker offers.
 
 Field names follow Kafka's ``common/message/*.json`` in snake_case.  From the
 second or third version of each API on, the only change is a leading
@@ -81,18 +81,22 @@ for _key, _request, _response in ((DESCRIBE_GROUPS, Struct(("groups", Array(STRI
 
 # -- OffsetCommit (8): v1 adds the generation, member and a per-partition
 # timestamp; v2 replaces that timestamp by a request-wide retention time; v3
-# adds the throttle time; v4 is v3.
+# adds the throttle time; v4 is v3; v5 (KIP-211) drops the retention time (the
+# broker's offsets.retention.minutes, counted from when the group empties); v6
+# (KIP-320) adds each partition's committed_leader_epoch.
 
 
 def _offset_commit_request(version: int) -> Struct:
     partition = [("partition_index", INT32), ("committed_offset", INT64)]
     if version == 1:
         partition.append(("commit_timestamp", INT64))
+    if version >= 6:
+        partition.append(("committed_leader_epoch", INT32))
     partition.append(("committed_metadata", NULLABLE_STRING))
     fields = [("group_id", STRING)]
     if version >= 1:
         fields += [("generation_id", INT32), ("member_id", STRING)]
-    if version >= 2:
+    if 2 <= version <= 4:
         fields.append(("retention_time_ms", INT64))
     fields.append(("topics", Array(Struct(("name", STRING),
                                           ("partitions", Array(Struct(*partition)))))))
@@ -101,16 +105,27 @@ def _offset_commit_request(version: int) -> Struct:
 
 _COMMITTED = Struct(("topics", Array(Struct(("name", STRING), ("partitions", Array(Struct(
     ("partition_index", INT32), _ERROR)))))))
-for _v in range(0, 5):
+for _v in range(0, 7):
     _define(OFFSET_COMMIT, range(_v, _v + 1), _offset_commit_request(_v),
             _COMMITTED if _v < 3 else _throttled(_COMMITTED))
 
 # -- OffsetFetch (9): v0 reads ZooKeeper, v1 the offsets topic (same layout);
 # v2 lets topics be null (all of the group's offsets) and adds a top-level
-# error; v3 adds the throttle time; v4 is v3.
-_FETCHED_TOPICS = ("topics", Array(Struct(("name", STRING), ("partitions", Array(Struct(
-    ("partition_index", INT32), ("committed_offset", INT64),
-    ("metadata", NULLABLE_STRING), _ERROR))))))
+# error; v3 adds the throttle time; v4 is v3; v5 (KIP-320) answers each
+# partition's committed_leader_epoch.
+
+
+def _offset_fetch_response(version: int) -> Struct:
+    partition = [("partition_index", INT32), ("committed_offset", INT64)]
+    if version >= 5:
+        partition.append(("committed_leader_epoch", INT32))
+    partition += [("metadata", NULLABLE_STRING), _ERROR]
+    fields = [("topics", Array(Struct(("name", STRING), ("partitions", Array(Struct(*partition))))))]
+    if version >= 2:
+        fields.append(_ERROR)
+    if version >= 3:
+        fields.insert(0, _THROTTLE)
+    return Struct(*fields)
 
 
 def _offset_fetch_request(nullable: bool) -> Struct:
@@ -118,10 +133,9 @@ def _offset_fetch_request(nullable: bool) -> Struct:
         ("name", STRING), ("partition_indexes", Array(INT32))), nullable=nullable)))
 
 
-_define(OFFSET_FETCH, range(0, 2), _offset_fetch_request(False), Struct(_FETCHED_TOPICS))
-_define(OFFSET_FETCH, range(2, 3), _offset_fetch_request(True), Struct(_FETCHED_TOPICS, _ERROR))
-_define(OFFSET_FETCH, range(3, 5), _offset_fetch_request(True),
-        Struct(_THROTTLE, _FETCHED_TOPICS, _ERROR))
+for _v in range(0, 6):
+    _define(OFFSET_FETCH, range(_v, _v + 1), _offset_fetch_request(_v >= 2),
+            _offset_fetch_response(_v))
 
 # -- DeleteGroups (42, Kafka 1.1+, KIP-229): v1 is v0 (only throttling changed).
 _define(DELETE_GROUPS, range(0, 2), Struct(("groups_names", Array(STRING))), Struct(

@@ -30,7 +30,9 @@ def _commit_request(version: int) -> dict:
         partition["commit_timestamp"] = -1
     body = {"group_id": "g1", "generation_id": 2, "member_id": "m-1",
             "topics": [{"name": "orders", "partitions": [partition]}]}
-    return {**body, "retention_time_ms": -1} if version >= 2 else body
+    if version >= 6:
+        partition["committed_leader_epoch"] = 4
+    return {**body, "retention_time_ms": -1} if 2 <= version <= 4 else body
 
 
 GROUP_REQUESTS = {
@@ -44,8 +46,8 @@ GROUP_REQUESTS = {
     **{(K.LEAVE_GROUP, v): {"group_id": "g1", "member_id": "m-1"} for v in range(3)},
     **{(K.DESCRIBE_GROUPS, v): {"groups": ["g1", "g2"]} for v in range(3)},
     **{(K.LIST_GROUPS, v): {} for v in range(3)},
-    **{(K.OFFSET_COMMIT, v): _commit_request(v) for v in (3, 4)},
-    **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": None} for v in (2, 3, 4)},
+    **{(K.OFFSET_COMMIT, v): _commit_request(v) for v in (3, 4, 5, 6)},
+    **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": None} for v in (2, 3, 4, 5)},
     **{(K.DELETE_GROUPS, v): {"groups_names": ["g1", "g2"]} for v in (0, 1)},
 }
 
@@ -60,9 +62,12 @@ GROUP_RESPONSES = {
     **{(K.DESCRIBE_GROUPS, v): _throttled(_DESCRIBED, v, 1) for v in range(3)},
     **{(K.LIST_GROUPS, v): _throttled(_LISTED, v, 1) for v in range(3)},
     **{(K.OFFSET_COMMIT, v): {**THROTTLE, "topics": [{"name": "orders", "partitions": [
-        {"partition_index": 0, "error_code": 0}]}]} for v in (3, 4)},
+        {"partition_index": 0, "error_code": 0}]}]} for v in (3, 4, 5, 6)},
     (K.OFFSET_FETCH, 2): {**_FETCHED, "error_code": 0},
     **{(K.OFFSET_FETCH, v): {**THROTTLE, **_FETCHED, "error_code": 14} for v in (3, 4)},
+    (K.OFFSET_FETCH, 5): {**THROTTLE, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "committed_offset": 77, "committed_leader_epoch": 3,
+         "metadata": "", "error_code": 0}]}], "error_code": 0},
     **{(K.DELETE_GROUPS, v): {**THROTTLE, "results": [{"group_id": "g1", "error_code": 0},
                                                       {"group_id": "g2", "error_code": 68}]}
        for v in (0, 1)},

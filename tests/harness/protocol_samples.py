@@ -68,6 +68,11 @@ def _metadata_response(version: int) -> dict:
         body["cluster_id"] = None if version == 2 else "Zx9Yq3-_aBcDeFgHiJkLmN"
     if version >= 3:
         body["throttle_time_ms"] = 0
+    for partition in body["topics"][0]["partitions"]:
+        if version >= 5:
+            partition["offline_replicas"] = [] if partition["leader_id"] >= 0 else [1]
+        if version >= 7:
+            partition["leader_epoch"] = 4 if partition["leader_id"] >= 0 else -1
     return body
 
 
@@ -119,8 +124,11 @@ def _offset_commit_request(version: int) -> dict:
         partition, {**partition, "partition_index": 1, "committed_metadata": "meta"}]}]}
     if version >= 1:
         body.update(generation_id=-1, member_id="")
-    if version >= 2:
+    if 2 <= version <= 4:
         body["retention_time_ms"] = -1
+    if version >= 6:
+        for partition in body["topics"][0]["partitions"]:
+            partition["committed_leader_epoch"] = 5
     return body
 
 
@@ -137,7 +145,8 @@ REQUESTS = {
     (K.METADATA, 1): {"topics": None},
     (K.METADATA, 2): {"topics": ["orders"]},
     (K.METADATA, 3): {"topics": []},
-    (K.METADATA, 4): {"topics": ["orders"], "allow_auto_topic_creation": False},
+    **{(K.METADATA, v): {"topics": ["orders"], "allow_auto_topic_creation": v % 2 == 0}
+       for v in range(4, 8)},
     (K.LEADER_AND_ISR, 0): {
         "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
         "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
@@ -164,7 +173,7 @@ REQUESTS = {
        for v in range(8)},
     **{(K.INIT_PRODUCER_ID, v): {"transactional_id": None, "transaction_timeout_ms": 60000}
        for v in range(2)},
-    **{(K.FETCH, v): _fetch_request(v) for v in range(10)},
+    **{(K.FETCH, v): _fetch_request(v) for v in range(11)},
     (K.LIST_OFFSETS, 0): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
     (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
@@ -178,7 +187,7 @@ REQUESTS = {
 
 RESPONSES = {
     **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(3)},
-    **{(K.METADATA, v): _metadata_response(v) for v in range(5)},
+    **{(K.METADATA, v): _metadata_response(v) for v in range(8)},
     (K.LEADER_AND_ISR, 0): PARTITION_ERRORS,
     (K.STOP_REPLICA, 0): PARTITION_ERRORS,
     (K.UPDATE_METADATA, 0): {"error_code": 0},
@@ -196,7 +205,7 @@ RESPONSES = {
     **{(K.PRODUCE, v): produce_response(v) for v in range(8)},
     **{(K.INIT_PRODUCER_ID, v): {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4000,
                                  "producer_epoch": 0} for v in range(2)},
-    **{(K.FETCH, v): _fetch_response(v) for v in range(10)},
+    **{(K.FETCH, v): _fetch_response(v) for v in range(11)},
     (K.LIST_OFFSETS, 0): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
     (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [

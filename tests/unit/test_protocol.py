@@ -27,20 +27,11 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     assert set(REQUESTS) == set(REQUEST_SCHEMAS) == set(RESPONSES) == set(RESPONSE_SCHEMAS)
     assert SUPPORTED_VERSIONS[K.PRODUCE] == (0, 7)
     assert SUPPORTED_VERSIONS[K.INIT_PRODUCER_ID] == (0, 1)
-    assert SUPPORTED_VERSIONS[K.METADATA] == (0, 4)
-    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 9)
+    assert SUPPORTED_VERSIONS[K.METADATA] == (0, 7)
+    assert SUPPORTED_VERSIONS[K.FETCH] == (0, 10)
     assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 2)
-    # Fetch v5-v9 and OffsetsForLeaderEpoch v2 are for our replica fetchers;
-    # clients are offered up to v4 and v1
-    assert ADVERTISED_VERSIONS[K.FETCH] == (0, 4)
-    assert ADVERTISED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 1)
-    # Kafka 0.11's idempotent producer: what clients need to turn it on
-    assert ADVERTISED_VERSIONS[K.PRODUCE] == (0, 7)
-    assert ADVERTISED_VERSIONS[K.INIT_PRODUCER_ID] == (0, 1)
-    assert ADVERTISED_VERSIONS[K.METADATA] == (0, 4)
-    capped = (K.FETCH, K.OFFSETS_FOR_LEADER_EPOCH)
-    assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k not in capped} == \
-        {k: v for k, v in SUPPORTED_VERSIONS.items() if k not in capped}
+    # nothing is hidden from clients any more (the ranges: test_api_version_table.py)
+    assert ADVERTISED_VERSIONS == SUPPORTED_VERSIONS
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
