@@ -47,7 +47,8 @@ def kind_of(kind: str, nullable: bool):
     return {("int8", False): INT8, ("int16", False): INT16, ("int32", False): INT32,
             ("int64", False): INT64, ("bool", False): BOOLEAN, ("string", False): STRING,
             ("string", True): NULLABLE_STRING, ("bytes", False): BYTES,
-            ("bytes", True): NULLABLE_BYTES}[(kind, nullable)]
+            ("bytes", True): NULLABLE_BYTES,
+            ("records", True): NULLABLE_BYTES}[(kind, nullable)]   # records: bytes on the wire
 
 
 def ours(struct) -> list:
