@@ -82,3 +82,31 @@ def test_existing_topic_and_action_errors(cluster):
     from tests.harness.kafka import run_tool
     rc, out, _ = run_tool("kafka-topics.sh", "--list")
     assert rc == 1 and 'Missing required argument "[zookeeper]"' in out
+
+
+def test_broker_api_versions_tool(cluster):
+    """kafka-broker-api-versions.sh (joins this module's cluster): Kafka's output, per broker,
+    with the Kafka 2.1 ranges the brokers advertise."""
+    import re
+
+    from tests.harness.kafka import run_tool
+    rc, out, err = run_tool("kafka-broker-api-versions.sh", "--bootstrap-server",
+                            cluster.bootstrap_servers.split(",")[0])
+    assert rc == 0, err
+    blocks = re.findall(r"^(\S+):(\d+) \(id: (\d+) rack: null\) -> \(\n((?:\t.*\n)+)\)$", out, re.M)
+    assert sorted(int(b[2]) for b in blocks) == [1, 2, 3], out
+    assert sorted(f"{h}:{p}" for h, p, _, _ in blocks) == \
+        sorted(cluster.bootstrap_servers.split(",")), out
+    for _, _, _, body in blocks:
+        lines = [line.strip().rstrip(",") for line in body.splitlines()]
+        for expected in ("Produce(0): 0 to 7 [usable: 7]", "Fetch(1): 0 to 10 [usable: 10]",
+                         "Metadata(3): 0 to 7 [usable: 7]", "OffsetCommit(8): 0 to 6 [usable: 6]",
+                         "OffsetFetch(9): 0 to 5 [usable: 5]", "JoinGroup(11): 0 to 3 [usable: 3]",
+                         "StopReplica(5): 0 [usable: 0]", "InitProducerId(22): 0 to 1 [usable: 1]",
+                         "OffsetForLeaderEpoch(23): 0 to 2 [usable: 2]",
+                         "DeleteGroups(42): 0 to 1 [usable: 1]"):
+            assert expected in lines, (expected, lines)
+        keys = [int(re.match(r"\w+\((\d+)\)", line).group(1)) for line in lines]
+        assert keys == sorted(keys)
+    rc, _, err = run_tool("kafka-broker-api-versions.sh")
+    assert rc == 1 and "--bootstrap-server" in err
