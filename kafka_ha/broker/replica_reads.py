@@ -69,13 +69,15 @@ class PartitionRead:
 def fenced_partitions(partitions: HostedPartitions,
                       leader_epochs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     """KIP-320: of the partitions a fetch names a leader epoch for (``leader_epochs``),
-    those this broker leads in another epoch, with the error to answer (see
+    those this broker hosts in another epoch, with the error to answer (see
     ``replication.leader_epoch_error``).  They must be neither read nor counted as
-    the follower's position."""
+    the follower's position.  A follower replica checks too, before leadership (as
+    Kafka 2.1 does): a consumer behind the times learns it is fenced, not only that
+    this broker does not lead."""
     fenced = {}
     for tp, epoch in leader_epochs.items():
         p = partitions.get(tp)
-        if p is not None and p.is_leader:
+        if p is not None and p.leader_epoch >= 0:
             error = replication.leader_epoch_error(epoch, p.leader_epoch)
             if error != ErrorCode.NONE:
                 fenced[tp] = error
