@@ -133,12 +133,12 @@ def fetch_versions_used(monkeypatch):
 
 # kafka-python 3.0 skips ApiVersions only for api_version < (0, 10) and then uses its
 # built-in table (0.8.2: Fetch v0, 0.9: Fetch v1).  From (0, 10, 0) up it asks the
-# broker and infers its release from the table (Metadata v4: Kafka 0.11); a release
-# above the configured one is clamped to the configured one's built-in table
+# broker and infers its release from the table (Metadata v7, Fetch v10: Kafka 2.1); a
+# release above the configured one is clamped to the configured one's built-in table
 # (BrokerVersionData's ordering), so api_version=(0, 10, 0) fetches with v2.
 @pytest.mark.parametrize("api_version, fetch_version",
-                         [((0, 8, 2), 0), ((0, 9), 1), ((0, 10, 0), 2), (None, 4)],
-                         ids=["0.8.2-fetch-v0", "0.9-fetch-v1", "0.10.0-fetch-v2", "auto-fetch-v4"])
+                         [((0, 8, 2), 0), ((0, 9), 1), ((0, 10, 0), 2), (None, 10)],
+                         ids=["0.8.2-fetch-v0", "0.9-fetch-v1", "0.10.0-fetch-v2", "auto-fetch-v10"])
 def test_kafka_python_consumes_with_old_and_current_api_versions(loaded, monkeypatch, api_version,
                                                                  fetch_version):
     seen = fetch_versions_used(monkeypatch)
