@@ -66,3 +66,55 @@ def test_pipelined_acks_all_requests_keep_each_partitions_order(cluster_factory)
         assert offsets == list(range(len(entries))), f"partition {p} has gaps"
         assert values == sorted(values), f"partition {p} holds records out of send order"
         assert values == list(range(p, n, 12))
+
+
+def test_a_group_consumer_uses_the_kafka_2_1_versions(cluster_factory):
+    """librdkafka picks the versions now advertised (Fetch v10, Metadata v7 with leader epochs,
+    OffsetCommit v6 / OffsetFetch v5 with the committed leader epoch) and a group consumes,
+    commits and resumes from its commit with them."""
+    import logging
+    import re
+    cluster = cluster_factory(1, overrides={"offsets.topic.replication.factor": 1},
+                              session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "v21", 1, 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+
+    def produce(values):
+        for v in values:
+            producer.produce("v21", v)
+        assert producer.flush(30) == 0
+
+    sent: list[str] = []
+
+    class Sent(logging.Handler):
+        def emit(self, record):
+            found = re.search(r"Sent (\w+)Request \(v(\d+)", record.getMessage())
+            if found:
+                sent.append(f"{found.group(1)} v{found.group(2)}")
+    logger = logging.getLogger("test.librdkafka.protocol")
+    logger.addHandler(Sent())
+    logger.setLevel(logging.DEBUG)
+
+    def read(expected):
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "v21",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "debug": "protocol"}, logger=logger)
+        consumer.subscribe(["v21"])
+        got, deadline = [], time.monotonic() + 60
+        try:
+            while len(got) < len(expected):
+                assert time.monotonic() < deadline, f"read {len(got)} of {len(expected)}"
+                m = consumer.poll(1)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        return got
+
+    produce([b"a%d" % i for i in range(10)])
+    assert read([b"a%d" % i for i in range(10)]) == [b"a%d" % i for i in range(10)]
+    produce([b"b%d" % i for i in range(5)])
+    assert read(range(5)) == [b"b%d" % i for i in range(5)], "resumes from the commit"
+    for used in ("Fetch v10", "Metadata v7", "OffsetCommit v6", "OffsetFetch v5", "JoinGroup v3"):
+        assert used in sent, (used, sorted(set(sent)))
