@@ -125,6 +125,14 @@ _define(ApiKey.LEADER_AND_ISR, range(0, 1), Struct(
     *_CONTROL_HEADER, _PARTITION_STATES, ("live_leaders", Array(_BROKER_ADDRESS))),
     _PARTITION_ERRORS)
 
+# v1 (KIP-112) adds is_new per partition: a replica the controller has just created, whose
+# log may be made on any log dir.  One log dir here: the flag changes nothing.
+_define(ApiKey.LEADER_AND_ISR, range(1, 2), Struct(
+    *_CONTROL_HEADER, ("partition_states", Array(Struct(
+        *_PARTITION_STATE.fields, ("is_new", BOOLEAN)))),
+    ("live_leaders", Array(_BROKER_ADDRESS))),
+    _PARTITION_ERRORS)
+
 _define(ApiKey.STOP_REPLICA, range(0, 1), Struct(
     *_CONTROL_HEADER, ("delete_partitions", BOOLEAN),
     ("partitions", Array(_TOPIC_PARTITION))),
@@ -139,6 +147,20 @@ _BROKER_ENDPOINTS = Struct(("id", INT32), ("endpoints", Array(_ENDPOINT)))
 _define(ApiKey.UPDATE_METADATA, range(1, 2), Struct(
     *_CONTROL_HEADER, _PARTITION_STATES, ("live_brokers", Array(_BROKER_ENDPOINTS))),
     _ERROR_ONLY)
+# v2 adds each broker's rack, v3 each endpoint's listener name, v4 (KIP-112) each
+# partition's offline replicas.  Our controller sends v1; the rest is read and ignored
+# (this cache computes offline replicas from the live brokers itself).
+_ENDPOINT_V3 = Struct(("port", INT32), ("host", STRING), ("listener", STRING),
+                      ("security_protocol", INT16))
+for _v in range(2, 5):
+    _define(ApiKey.UPDATE_METADATA, range(_v, _v + 1), Struct(
+        *_CONTROL_HEADER,
+        ("partition_states", Array(Struct(*_PARTITION_STATE.fields, ("offline_replicas", Array(INT32)))
+                                   if _v >= 4 else _PARTITION_STATE)),
+        ("live_brokers", Array(Struct(("id", INT32),
+                                      ("endpoints", Array(_ENDPOINT_V3 if _v >= 3 else _ENDPOINT)),
+                                      ("rack", NULLABLE_STRING))))),
+        _ERROR_ONLY)
 
 _define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)), Struct(
     ("error_code", INT16), ("remaining_partitions", Array(_TOPIC_PARTITION))))

@@ -150,6 +150,17 @@ REQUESTS = {
     (K.LEADER_AND_ISR, 0): {
         "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
         "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
+    (K.LEADER_AND_ISR, 1): {
+        "controller_id": 1, "controller_epoch": 5,
+        "partition_states": [{**PARTITION_STATE, "is_new": True}],
+        "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
+    **{(K.UPDATE_METADATA, v): {
+        "controller_id": 1, "controller_epoch": 5,
+        "partition_states": [{**PARTITION_STATE, "offline_replicas": [3]} if v >= 4
+                             else PARTITION_STATE],
+        "live_brokers": [{"id": 1, "rack": "r1" if v % 2 else None, "endpoints": [
+            {"port": 9092, "host": "broker1", "security_protocol": 0,
+             **({"listener": "PLAINTEXT"} if v >= 3 else {})}]}]} for v in range(2, 5)},
     (K.STOP_REPLICA, 0): {
         "controller_id": 1, "controller_epoch": 5, "delete_partitions": True,
         "partitions": [{"topic": "orders", "partition": 3}]},
@@ -188,10 +199,10 @@ REQUESTS = {
 RESPONSES = {
     **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(3)},
     **{(K.METADATA, v): _metadata_response(v) for v in range(8)},
-    (K.LEADER_AND_ISR, 0): PARTITION_ERRORS,
+    **{(K.LEADER_AND_ISR, v): PARTITION_ERRORS for v in range(2)},
     (K.STOP_REPLICA, 0): PARTITION_ERRORS,
     (K.UPDATE_METADATA, 0): {"error_code": 0},
-    (K.UPDATE_METADATA, 1): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH},
+    **{(K.UPDATE_METADATA, v): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for v in range(1, 5)},
     **{(K.CONTROLLED_SHUTDOWN, v): {"error_code": 0, "remaining_partitions": [
         {"topic": "orders", "partition": 3}]} for v in range(2)},
     (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [

@@ -40,8 +40,6 @@ KAFKA_2_1 = {
 # Still short of 2.1, and whose job it is: strict, so that each line goes once it is done.
 PENDING = {
     K.LIST_OFFSETS: "ListOffsets v2-4 come with the time index (issue 22, another change)",
-    K.LEADER_AND_ISR: "inter-broker: our controller sends v0 (no is_new per partition)",
-    K.UPDATE_METADATA: "inter-broker: our controller sends v0-1 (no rack/listener/offline)",
 }
 # KIP-896 (Kafka 4.0): the oldest version of each API that 4.x still speaks.
 KIP_896_MINIMUM = {
@@ -153,3 +151,21 @@ def test_new_layouts_match_kafkas_message_definitions(key_version):
     for schemas, kind in ((REQUEST_SCHEMAS, "Request"), (RESPONSE_SCHEMAS, "Response")):
         mine, theirs = ours(schemas[key_version]), kafkas(name + kind, version)
         assert same_layout(mine, theirs), (kind, mine, theirs)
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_update_metadata_of_kafka_2_1_layouts_is_applied(version):
+    """Rack, listener name and offline replicas are read and set aside: the cache keeps the
+    first endpoint and derives offline replicas from the live brokers itself."""
+    from kafka_ha.broker.metadata_cache import MetadataCache
+    from kafka_ha.model import TopicPartition
+    cache = MetadataCache(1)
+    frame = encode_request(K.UPDATE_METADATA, version, 3, "controller",
+                           REQUESTS[(K.UPDATE_METADATA, version)])
+    from kafka_ha.protocol.framing import decode_request
+    header, reader = decode_request(frame[4:])
+    assert cache.update(decode_request_body(header, reader), version, 3) == {"error_code": 0}
+    assert (cache.brokers[1].host, cache.brokers[1].port) == ("broker1", 9092)
+    assert cache.partition(TopicPartition("orders", 3)).leader_epoch == 7
+    partition = cache.topic_metadata("orders")["partitions"][0]
+    assert partition["offline_replicas"] == [2, 3], "brokers 2 and 3 are not live"
