@@ -350,7 +350,7 @@ class Partition:
         self.truncations += 1
         with self._writing("truncating"):
             self.log.truncate_fully_and_start_at(offset)
-        self.producers.truncated(self.log.log_end_offset)
+        self.producers.truncated(self.log.log_end_offset, fully=True)
         self.high_watermark = offset
         self._notify()
 

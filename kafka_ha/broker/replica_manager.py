@@ -136,6 +136,12 @@ class ReplicaManager:
             fetcher.stop()
         if self.log_manager is not None:
             self.checkpoint_high_watermarks()
+            # Producer snapshots at the log ends (as Kafka writes on a clean shutdown), so
+            # the next start reads them instead of scanning; written in parallel.
+            for partition in self.partitions.values():
+                partition.producers.snapshot()
+            for partition in self.partitions.values():
+                partition.producers.settle()
             # close() flushes every log and checkpoints the recovery points, then writes
             # the clean-shutdown marker; a failed flush or checkpoint halts before the
             # marker, so the next start recovers the logs instead of trusting them.
