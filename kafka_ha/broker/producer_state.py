@@ -179,6 +179,23 @@ class ProducerStates:
         for batch, first_offset in appended:
             self.record(batch, first_offset)
 
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Forget the producers whose last batch is ``max_idle_ms`` old or older (by its
+        timestamp; one without a timestamp stays); returns how many went.  A forgotten
+        producer's next batch gets UNKNOWN_PRODUCER_ID unless it starts at sequence 0.
+
+        >>> states = ProducerStates()
+        >>> states.record(ProducerBatch(1, 0, 0, 1, timestamp=1000), 0)
+        >>> states.record(ProducerBatch(2, 0, 0, 1, timestamp=5000), 1)
+        >>> states.expire(now_ms=6000, max_idle_ms=5000), len(states)
+        (1, 1)
+        """
+        idle = [pid for pid, entry in self._producers.items()
+                if 0 <= entry[-1].timestamp <= now_ms - max_idle_ms]
+        for pid in idle:
+            del self._producers[pid]
+        return len(idle)
+
     def truncate(self, log_end_offset: int) -> bool:
         """Forget the batches at or beyond ``log_end_offset`` (the log was truncated).
 

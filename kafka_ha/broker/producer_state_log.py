@@ -160,6 +160,10 @@ class LogProducers:
         if self._states is not None and not self._states.truncate(log_end_offset):
             self._states = None
 
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Forget idle producers (:meth:`ProducerStates.expire`); returns how many went."""
+        return 0 if self._states is None else self._states.expire(now_ms, max_idle_ms)
+
     def snapshot(self) -> None:
         """Write the state (if built) at the log end, as a clean shutdown does; returns at
         once (see :meth:`settle`)."""

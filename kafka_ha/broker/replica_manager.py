@@ -30,7 +30,7 @@ from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
-from kafka_ha.cooperative import yield_to_io
+from kafka_ha.cooperative import yield_to_io, yielding
 from kafka_ha.log.checkpoints import CorruptCheckpointError
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -123,6 +123,8 @@ class ReplicaManager:
             gevent.spawn(self._every, self.config["log.flush.offset.checkpoint.interval.ms"] / 1000,
                          self.checkpoint_recovery_points),
             gevent.spawn(self._every, DELETE_LOGS_INTERVAL_S, self._delete_doomed_logs),
+            gevent.spawn(self._every, self.config["producer.id.expiration.check.interval.ms"] / 1000,
+                         self.expire_idle_producers),
             gevent.spawn(self._every, DEFERRED_WRITES_INTERVAL_S, self.finish_deferred_writes),
         ]
         flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
@@ -201,6 +203,17 @@ class ReplicaManager:
             # must outlive any retention setting); logs without a partition keep all.
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
             self.log_manager.run_retention(now_ms(), hws)
+
+    def expire_idle_producers(self) -> int:
+        """Forget, in every partition, the idempotent producers idle for longer than
+        ``transactional.id.expiration.ms`` (Kafka's rule); pauses for the event loop
+        between slices of partitions.  Returns how many were forgotten."""
+        now, max_idle = now_ms(), self.config["transactional.id.expiration.ms"]
+        expired = sum(p.producers.expire(now, max_idle) for p in yielding(list(self.partitions.values())))
+        if expired:
+            log.info("Broker %d forgot %d producer(s) idle for %d ms or more", self.broker_id, expired,
+                     max_idle)
+        return expired
 
     def _delete_doomed_logs(self) -> None:
         """Remove the renamed directories of deleted logs, in a native thread: unlinking

@@ -171,3 +171,30 @@ def test_a_snapshot_beyond_the_log_end_is_ignored(tmp_path):
         assert producers.check(idempotent(PID, 0, 0))[0].duplicate.first_offset == 0
     finally:
         restarted.close()
+
+
+def test_the_broker_forgets_producers_idle_for_the_expiration_time(tmp_path):
+    from kafka_ha.broker.replica_manager import ReplicaManager
+    from kafka_ha.clock import now_ms
+    from kafka_ha.config import BrokerConfig
+    from kafka_ha.log import LogManager
+    from kafka_ha.model import PartitionStateInfo
+    from tests.harness.leader_setup import NoIsrChanges
+
+    manager = LogManager([str(tmp_path / "logs")], LogConfig())
+    config = BrokerConfig({"broker.id": 1, "zookeeper.connect": "127.0.0.1:1",
+                           "transactional.id.expiration.ms": 3_600_000})
+    rm = ReplicaManager(config, manager, NoIsrChanges(), lambda topic: 1, lambda topic: LogConfig(),
+                        lambda b: None)
+    try:
+        partition = rm._create_partition(TP)
+        partition.make_leader(PartitionStateInfo(TP, 1, 1, 0, (1,), 0, (1,)))
+        recent = now_ms()
+        partition.append_as_leader(idempotent(PID, 0, 0, timestamp=recent - 7_200_000), acks=1)
+        partition.append_as_leader(idempotent(9, 0, 0, timestamp=recent), acks=1)
+        assert rm.expire_idle_producers() == 1
+        # the idle producer is unknown now; the recent one goes on
+        assert partition.producers.check(idempotent(PID, 0, 2))[0].error == E.UNKNOWN_PRODUCER_ID
+        assert partition.producers.check(idempotent(9, 0, 2))[0].error == E.NONE
+    finally:
+        manager.close()
