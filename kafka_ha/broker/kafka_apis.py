@@ -139,7 +139,7 @@ class KafkaApis:
                 self._auto_create(missing)
         response = self.metadata.metadata_response(topics)
         if version >= 2:
-            response["cluster_id"] = None          # nullable: this broker does not read /cluster/id
+            response["cluster_id"] = self.metadata.cluster_id
         if version >= 3:
             response["throttle_time_ms"] = 0
         if topics and auto_create:

@@ -26,6 +26,7 @@ class MetadataCache:
         self.broker_id = broker_id
         self.controller_id = -1
         self.controller_epoch = 0
+        self.cluster_id: str | None = None   # /cluster/id, read at start-up (Metadata v2+)
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
         self._being_deleted: set[TopicPartition] = set()

@@ -47,7 +47,7 @@ from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
-from kafka_ha.zk.errors import ZkNodeExists
+from kafka_ha.zk.errors import MalformedZnode, ZkNodeExists
 from kafka_ha.zk.producer_id_store import ProducerIdBlockStore
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,8 @@ class KafkaServer:
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
                                 gevent.sleep)
+        self.metadata.cluster_id = until_zookeeper_answers("reading the cluster id", self._cluster_id,
+                                                           gevent.sleep)
         self.controller = KafkaController(cfg, ControllerStore(self.zk, self.broker_id),
                                           registration.register)
         self.controller.start()
@@ -181,6 +183,13 @@ class KafkaServer:
 
     def _create_topic(self, topic: str, replicas: dict, configs: dict) -> None:
         ZkAdmin(client=self.zk).create_topic(topic, replicas, configs)
+
+    def _cluster_id(self) -> str | None:
+        try:
+            return self.store.cluster_id()
+        except MalformedZnode as e:     # reported, never fatal: Metadata then has no cluster id
+            log.error("Broker %d cannot read the cluster id: %s", self.broker_id, e)
+            return None
 
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
