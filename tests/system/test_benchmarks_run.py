@@ -60,3 +60,20 @@ def test_group_bench_writes_rebalances_commits_and_read_rates(tmp_path):
                                                        "floor: session timeout",
                                                        "assign() read rate"]
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
+
+
+def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
+    pytest.importorskip("confluent_kafka", reason="the bench's producer is confluent-kafka")
+    from kafka_ha.tools import idempotence_bench
+    results = tmp_path / "bench-results"
+    assert idempotence_bench.main(["--records", "2000", "--repeat", "1", "--partitions", "3",
+                                   "--dir", str(tmp_path / "work"),
+                                   "--json", str(results / "idempotence.json")]) == 0
+    [data] = load(results)
+    runs = data["results"]["runs"]
+    assert set(runs) == {"client defaults", "64 KiB batches"}
+    assert all(len(by_mode[mode]) == 1 and by_mode[mode][0]["mb_s"] > 0
+               for by_mode in runs.values() for mode in ("plain", "idempotent"))
+    [target] = data["ratios"]
+    assert target["baseline_value"] == runs["client defaults"]["plain"][0]["mb_s"]
+    render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
