@@ -4,11 +4,11 @@ DeleteRecords goes to each partition's leader, which moves the log start offset
 up to the requested offset (-1: the high watermark); records below it can no
 longer be read, and retention deletes the segments wholly below it.  Followers
 learn the new start from the leader's Fetch answers (v5+ ``log_start_offset``),
-never past their own high watermark.  The new start is checkpointed
-(``log-start-offset-checkpoint``) before the answer, off the event loop, so it
-survives a restart.  Differences from Kafka: the answer does not wait for the
-followers to move their log start too, so ``low_watermark`` is the leader's new
-log start and ``timeout_ms`` is not used.
+never past their own high watermark, and report theirs in their next fetch.
+The answer waits (up to ``timeout_ms``) until every live replica starts at the
+offset, and its ``low_watermark`` is the lowest of their log starts, as Kafka's.
+The leader's new start is checkpointed (``log-start-offset-checkpoint``) before
+the wait, off the event loop, so it survives a restart.
 
 DescribeLogDirs lists every log directory with the partitions it holds here.
 
@@ -22,7 +22,10 @@ DescribeLogDirs lists every log directory with the partitions it holds here.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
+
+import gevent
 
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.model import TopicPartition
@@ -31,6 +34,9 @@ from kafka_ha.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 HIGH_WATERMARK = -1          # DeleteRecordsRequest.HIGH_WATERMARK: "up to the high watermark"
 INVALID_LOW_WATERMARK = -1
+# How often a waiting DeleteRecords looks at the followers' log starts (they report
+# them with each fetch, at least every replica.fetch.wait.max.ms).
+LOW_WATERMARK_POLL_S = 0.05
 
 
 def deletion_offset(requested: int, high_watermark: int) -> tuple[ErrorCode, int]:
@@ -50,38 +56,64 @@ class LogAdminApis:
         self._checkpoint_log_starts = checkpoint_log_starts
 
     def delete_records(self, request: dict[str, Any], version: int) -> dict[str, Any]:
-        topics, moved = [], False
+        topics, waiting = [], []
         for topic in request["topics"]:
             partitions = []
             for part in topic["partitions"]:
                 tp = TopicPartition(topic["name"], part["partition_index"])
-                error, low_watermark, moved_here = self._delete_before(tp, part["offset"])
-                moved |= moved_here
-                partitions.append({"partition_index": tp.partition, "low_watermark": low_watermark,
-                                   "error_code": error})
+                error, partition, offset = self._delete_before(tp, part["offset"])
+                entry = {"partition_index": tp.partition, "low_watermark": INVALID_LOW_WATERMARK,
+                         "error_code": error}
+                if partition is not None:
+                    waiting.append((entry, partition, offset))
+                partitions.append(entry)
             topics.append({"name": topic["name"], "partitions": partitions})
-        if moved:
+        if waiting:
             self._checkpoint_log_starts()
+            self._await_low_watermarks(waiting, request["timeout_ms"])
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _delete_before(self, tp: TopicPartition, requested: int) -> tuple[ErrorCode, int, bool]:
+    def _delete_before(self, tp: TopicPartition, requested: int) -> tuple[ErrorCode, Any, int]:
+        """The error, or NONE, the partition and the offset its log now starts at here."""
         partition, error = self.hosted.get_or_error(tp)
         if partition is None:
-            return error, INVALID_LOW_WATERMARK, False
+            return error, None, -1
         if not partition.is_leader:
-            return ErrorCode.NOT_LEADER_FOR_PARTITION, INVALID_LOW_WATERMARK, False
+            return ErrorCode.NOT_LEADER_FOR_PARTITION, None, -1
         if not partition.log.config.delete:
             # Kafka's rule: records of a compact-only topic are removed by the cleaner alone.
-            return ErrorCode.POLICY_VIOLATION, INVALID_LOW_WATERMARK, False
+            return ErrorCode.POLICY_VIOLATION, None, -1
         error, offset = deletion_offset(requested, partition.high_watermark)
         if error != ErrorCode.NONE:
-            return error, INVALID_LOW_WATERMARK, False
+            return error, None, -1
         before = partition.log.log_start_offset
         partition.maybe_increment_log_start_offset(offset)
-        after = partition.log.log_start_offset
-        if after != before:
-            log.info("Deleted the records of %s before offset %d (DeleteRecords)", tp, after)
-        return ErrorCode.NONE, after, after != before
+        if partition.log.log_start_offset != before:
+            log.info("Deleted the records of %s before offset %d (DeleteRecords)", tp,
+                     partition.log.log_start_offset)
+        return ErrorCode.NONE, partition, max(offset, partition.log.log_start_offset)
+
+    @staticmethod
+    def _await_low_watermarks(waiting: list, timeout_ms: int) -> None:
+        """Answer each partition once every live replica's log starts at its offset (the
+        followers learn it from their next fetch, and report it in the one after), as
+        Kafka's delayed DeleteRecords; REQUEST_TIMED_OUT after ``timeout_ms``."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            still = []
+            for entry, partition, offset in waiting:
+                if not partition.is_leader:
+                    entry["error_code"] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                elif partition.low_watermark >= offset:
+                    entry["low_watermark"] = partition.low_watermark
+                else:
+                    still.append((entry, partition, offset))
+            waiting = still
+            if not waiting or time.monotonic() >= deadline:
+                break
+            gevent.sleep(LOW_WATERMARK_POLL_S)
+        for entry, _, _ in waiting:
+            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
 
     def describe_log_dirs(self, request: dict[str, Any], version: int) -> dict[str, Any]:
         wanted = request["topics"]
