@@ -10,14 +10,13 @@ code as the ZooKeeper path.
 """
 from __future__ import annotations
 
-from kafka_ha.broker.config_descriptions import TOPIC_CONFIG, TOPIC_RESOURCE
 from kafka_ha.client.cluster import ClusterMetadata
 from kafka_ha.protocol.api import ApiKey
+from kafka_ha.protocol.config_admin_api import TOPIC_CONFIG, TOPIC_RESOURCE
 from kafka_ha.protocol.errors import ErrorCode
 
 DESCRIBE_CONFIGS_VERSION = 1      # the first with config_source
 ALTER_CONFIGS_VERSION = 0
-INTERNAL_TOPICS = ("__consumer_offsets",)
 
 
 class BootstrapConfigError(Exception):

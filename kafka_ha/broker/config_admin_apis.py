@@ -23,9 +23,10 @@ from kafka_ha.admin.topic_config_changes import (
     TopicConfigError, change_topic_config, incremental_config, replaced_config, require_topic)
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_descriptions import (
-    BROKER_RESOURCE, TOPIC_RESOURCE, broker_config_entries, broker_values, render, topic_config_entries)
+    broker_config_entries, broker_values, render, topic_config_entries)
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import KEYS, TOPIC_CONFIG_DEFAULTS
+from kafka_ha.protocol.config_admin_api import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import znodes as zn
 

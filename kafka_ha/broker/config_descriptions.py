@@ -18,11 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kafka_ha.config import KEYS, BrokerConfig
-
-# ConfigResource.Type
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-# DescribeConfigsResponse.ConfigSource
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+from kafka_ha.protocol.config_admin_api import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG
 
 # The broker keys a topic config's default comes from, in precedence order (Kafka's
 # LogConfig.TopicConfigSynonyms with KafkaConfig's ms/minutes/hours fallbacks, as far

@@ -19,6 +19,11 @@ from kafka_ha.protocol.schema import (
 DELETE_RECORDS, DESCRIBE_CONFIGS, ALTER_CONFIGS, DESCRIBE_LOG_DIRS = 21, 32, 33, 35
 INCREMENTAL_ALTER_CONFIGS = 44
 
+# ConfigResource.Type: the resources DescribeConfigs and AlterConfigs name.
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# DescribeConfigsResponse.ConfigSource (v1+): where a config's value comes from.
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+
 CONFIG_ADMIN_SCHEMAS: dict[tuple[int, int], tuple[Struct, Struct]] = {}
 _THROTTLE = ("throttle_time_ms", INT32)
 _ERROR = ("error_code", INT16)
