@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kafka_ha.config import KEYS, BrokerConfig
+from kafka_ha.config import KEYS, TOPIC_CONFIG_DEFAULTS, BrokerConfig
 from kafka_ha.protocol.config_admin_api import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG
 
 # The broker keys a topic config's default comes from, in precedence order (Kafka's
@@ -40,6 +40,19 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
     "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
 }
 _KEY_DEFAULTS = {key.name: key.default for key in KEYS}
+
+
+def topic_config_synonyms(name: str) -> tuple[str, ...]:
+    """The broker keys behind topic config ``name``: the table's, else the one key that
+    supplies its default (a topic config added later needs no entry here).
+
+    >>> topic_config_synonyms("segment.ms"), topic_config_synonyms("no.such.config")
+    (('log.roll.ms', 'log.roll.hours'), ())
+    """
+    if name in TOPIC_CONFIG_SYNONYMS:
+        return TOPIC_CONFIG_SYNONYMS[name]
+    broker_key = TOPIC_CONFIG_DEFAULTS.get(name, (None,))[0]
+    return (broker_key,) if broker_key else ()
 
 
 def render(value: Any) -> str | None:
@@ -87,7 +100,7 @@ def topic_config_entries(overrides: dict[str, str], effective_defaults: dict[str
     ``(value, set in the file)``."""
     entries = []
     for name in names:
-        synonyms = _synonyms(TOPIC_CONFIG_SYNONYMS.get(name, ()), broker_values)
+        synonyms = _synonyms(topic_config_synonyms(name), broker_values)
         if name in overrides:
             value = overrides[name]
             synonyms.insert(0, {"name": name, "value": value, "source": TOPIC_CONFIG})

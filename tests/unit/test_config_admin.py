@@ -172,3 +172,14 @@ def test_low_watermark_is_the_lowest_log_start_of_the_live_replicas(tmp_path):
     live.discard(3)
     assert p.low_watermark == 6, "a dead follower does not hold it back"
     p.log.close()
+
+
+def test_every_topic_config_names_the_broker_key_of_its_default():
+    from kafka_ha.broker.config_descriptions import topic_config_synonyms
+    from kafka_ha.config import KEYS_BY_NAME, TOPIC_CONFIG_DEFAULTS
+    for name, (broker_key, _) in TOPIC_CONFIG_DEFAULTS.items():
+        synonyms = topic_config_synonyms(name)
+        assert synonyms, name
+        assert all(key in KEYS_BY_NAME for key in synonyms), name
+        if broker_key is not None:
+            assert broker_key in synonyms, name
