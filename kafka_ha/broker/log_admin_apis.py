@@ -56,42 +56,46 @@ class LogAdminApis:
         self._checkpoint_log_starts = checkpoint_log_starts
 
     def delete_records(self, request: dict[str, Any], version: int) -> dict[str, Any]:
-        topics, waiting = [], []
+        topics, waiting, moved = [], [], False
         for topic in request["topics"]:
             partitions = []
             for part in topic["partitions"]:
                 tp = TopicPartition(topic["name"], part["partition_index"])
-                error, partition, offset = self._delete_before(tp, part["offset"])
+                error, partition, offset, moved_here = self._delete_before(tp, part["offset"])
+                moved |= moved_here
                 entry = {"partition_index": tp.partition, "low_watermark": INVALID_LOW_WATERMARK,
                          "error_code": error}
                 if partition is not None:
                     waiting.append((entry, partition, offset))
                 partitions.append(entry)
             topics.append({"name": topic["name"], "partitions": partitions})
-        if waiting:
+        if moved:
             self._checkpoint_log_starts()
+        if waiting:
             self._await_low_watermarks(waiting, request["timeout_ms"])
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _delete_before(self, tp: TopicPartition, requested: int) -> tuple[ErrorCode, Any, int]:
-        """The error, or NONE, the partition and the offset its log now starts at here."""
+    def _delete_before(self, tp: TopicPartition, requested: int) -> tuple[ErrorCode, Any, int, bool]:
+        """The error, or NONE, the partition and the offset its log now starts at here;
+        and whether the log start moved."""
         partition, error = self.hosted.get_or_error(tp)
         if partition is None:
-            return error, None, -1
+            return error, None, -1, False
         if not partition.is_leader:
-            return ErrorCode.NOT_LEADER_FOR_PARTITION, None, -1
+            return ErrorCode.NOT_LEADER_FOR_PARTITION, None, -1, False
         if not partition.log.config.delete:
             # Kafka's rule: records of a compact-only topic are removed by the cleaner alone.
-            return ErrorCode.POLICY_VIOLATION, None, -1
+            return ErrorCode.POLICY_VIOLATION, None, -1, False
         error, offset = deletion_offset(requested, partition.high_watermark)
         if error != ErrorCode.NONE:
-            return error, None, -1
+            return error, None, -1, False
         before = partition.log.log_start_offset
         partition.maybe_increment_log_start_offset(offset)
-        if partition.log.log_start_offset != before:
+        moved = partition.log.log_start_offset != before
+        if moved:
             log.info("Deleted the records of %s before offset %d (DeleteRecords)", tp,
                      partition.log.log_start_offset)
-        return ErrorCode.NONE, partition, max(offset, partition.log.log_start_offset)
+        return ErrorCode.NONE, partition, max(offset, partition.log.log_start_offset), moved
 
     @staticmethod
     def _await_low_watermarks(waiting: list, timeout_ms: int) -> None:

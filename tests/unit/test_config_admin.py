@@ -137,8 +137,9 @@ def test_delete_records_decisions():
                       (ErrorCode.NOT_LEADER_FOR_PARTITION, -1), (ErrorCode.OFFSET_OUT_OF_RANGE, -1),
                       (ErrorCode.NOT_LEADER_FOR_PARTITION, -1), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]
     assert checkpoints == 1
-    # Below the log start already: nothing moves, the answer is the current start.
-    assert delete(parts, {"t": [(0, 12)]}) == ([(ErrorCode.NONE, 40)], 1)
+    # Below the log start already: nothing moves (nothing to checkpoint), the answer is the
+    # current start.
+    assert delete(parts, {"t": [(0, 12)]}) == ([(ErrorCode.NONE, 40)], 0)
     # Nothing accepted: no checkpoint written.
     assert delete(parts, {"t": [(3, 99)]}) == ([(ErrorCode.OFFSET_OUT_OF_RANGE, -1)], 0)
 
