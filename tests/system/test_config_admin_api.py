@@ -3,7 +3,6 @@ DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (kafka-python's KafkaAdmi
 confluent-kafka's AdminClient, our own requests for the exact error codes),
 DeleteRecords (surviving a kill -9) and DescribeLogDirs, and kafka-configs.sh
 --bootstrap-server."""
-import time
 
 import pytest
 
