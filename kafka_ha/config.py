@@ -231,6 +231,8 @@ class BrokerConfig:
     def __init__(self, values: dict[str, Any], source: str = "<dict>") -> None:
         self.source = source
         self._values = _parse(values, source)
+        # The keys the file sets (DescribeConfigs tells them from defaults).
+        self.explicit = frozenset(str(name) for name in values)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -31,7 +31,7 @@ from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.cooperative import yield_to_io, yielding
-from kafka_ha.log.checkpoints import CorruptCheckpointError
+from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.partition_states import from_wire
@@ -72,6 +72,8 @@ class ReplicaManager:
         the cluster metadata knows the topic; without metadata every topic counts as known."""
         self.config = config
         self._halt = halt
+        # Held while a log-start-offset-checkpoint is written (see checkpoint_log_start_offsets).
+        self._log_start_lock = BoundedSemaphore()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.isr_writer = isr_writer
@@ -147,7 +149,7 @@ class ReplicaManager:
             # close() flushes every log and checkpoints the recovery points, then writes
             # the clean-shutdown marker; a failed flush or checkpoint halts before the
             # marker, so the next start recovers the logs instead of trusting them.
-            with self._writing("closing the logs"):
+            with self._log_start_lock, self._writing("closing the logs"):
                 self.log_manager.close()
 
     @staticmethod
@@ -185,8 +187,16 @@ class ReplicaManager:
         if self.log_manager is not None:
             with self._writing("flushing rolled log segments"):
                 self.log_manager.flush_rolled_segments(_fsync_in_a_thread)
-            with self._writing("writing the recovery point checkpoint"):
+            with self._log_start_lock, self._writing("writing the recovery point checkpoint"):
                 self.log_manager.checkpoint_recovery_points()
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write the log start offsets now (DeleteRecords moved one), in a native thread;
+        one writer at a time, since the periodic checkpoint rewrites the same files."""
+        if self.log_manager is not None:
+            with self._log_start_lock, self._writing("writing the log start offset checkpoint"):
+                for path, offsets in self.log_manager.log_start_checkpoints().items():
+                    _in_a_thread(OffsetCheckpointFile(path).write, (offsets,))
 
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:

@@ -16,6 +16,7 @@ from gevent.event import Event
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.broker.config_admin_apis import ConfigAdminApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
@@ -25,6 +26,7 @@ from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis, by_version
+from kafka_ha.broker.log_admin_apis import LogAdminApis
 from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.log_loading import load_logs
 from kafka_ha.broker.metadata_cache import MetadataCache
@@ -123,6 +125,7 @@ class KafkaServer:
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
         producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
         self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
+        self._add_admin_apis()
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
@@ -139,6 +142,19 @@ class KafkaServer:
         self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)
+
+    def _add_admin_apis(self) -> None:
+        """The config and log admin requests (config_admin_apis, log_admin_apis)."""
+        configs = ConfigAdminApis(self.broker_id, ZkAdmin(client=self.zk), self.topic_configs)
+        logs = LogAdminApis(self.replica_manager.hosted, self.log_manager,
+                            self.replica_manager.checkpoint_log_start_offsets)
+        self.handler.apis.update({
+            ApiKey.DESCRIBE_CONFIGS: by_version(configs.describe_configs),
+            ApiKey.ALTER_CONFIGS: by_version(configs.alter_configs),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: by_version(configs.incremental_alter_configs),
+            ApiKey.DELETE_RECORDS: by_version(logs.delete_records),
+            ApiKey.DESCRIBE_LOG_DIRS: by_version(logs.describe_log_dirs),
+        })
 
     def _connect(self):
         cfg = self.config

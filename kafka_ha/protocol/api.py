@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 
+from kafka_ha.protocol.config_admin_api import CONFIG_ADMIN_SCHEMAS
 from kafka_ha.protocol.group_apis import GROUP_SCHEMAS
 from kafka_ha.protocol.produce_api import (
     INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE, INIT_PRODUCER_ID_VERSIONS, PRODUCE_VERSIONS,
@@ -41,6 +42,11 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
     DELETE_GROUPS = 42
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 Schemas = dict[tuple[ApiKey, int], Struct]
@@ -257,6 +263,12 @@ _define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
 # -- Group APIs (8-16): their own module --------------------------------------
 
 for (_key, _version), (_request, _response) in GROUP_SCHEMAS.items():
+    _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
+del _key, _version, _request, _response
+
+# -- Config and log admin APIs (21, 32, 33, 35, 44): their own module ----------
+
+for (_key, _version), (_request, _response) in CONFIG_ADMIN_SCHEMAS.items():
     _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
 del _key, _version, _request, _response
 
