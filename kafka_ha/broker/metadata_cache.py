@@ -57,6 +57,10 @@ class MetadataCache:
                            sorted(self.brokers))
         return {"error_code": ErrorCode.NONE}
 
+    def knows(self, tp: TopicPartition) -> bool:
+        """Whether the controller's latest metadata has this partition."""
+        return tp.partition in self.partitions.get(tp.topic, ())
+
     def being_deleted(self, tp: TopicPartition) -> bool:
         """Announced with leader -2 and not published again since."""
         return tp in self._being_deleted

@@ -66,10 +66,10 @@ class ReplicaManager:
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
                  halt: Halt = storage_failure.halt, *,
                  being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False,
-                 topic_exists: Callable[[str], bool] = lambda _topic: True) -> None:
+                 partition_exists: Callable[[TopicPartition], bool] = lambda _tp: True) -> None:
         """``being_deleted(tp)``: the controller announced tp's topic as being deleted
-        (``MetadataCache.being_deleted``); without metadata nothing is.  ``topic_exists``:
-        the cluster metadata knows the topic; without metadata every topic counts as known."""
+        (``MetadataCache.being_deleted``); without metadata nothing is.  ``partition_exists``:
+        the cluster metadata knows the partition; without metadata every one counts as known."""
         self.config = config
         self._halt = halt
         # Held while a log-start-offset-checkpoint is written (see checkpoint_log_start_offsets).
@@ -85,9 +85,9 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         # The partitions as Produce, Fetch and the offset requests reach them
-        # (replica_appends, replica_reads, replica_offsets); ``topic_exists`` (the
+        # (replica_appends, replica_reads, replica_offsets); ``partition_exists`` (the
         # cluster metadata) tells which error a partition not hosted here gets.
-        self.hosted = HostedPartitions(self.partitions, topic_exists)
+        self.hosted = HostedPartitions(self.partitions, partition_exists)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.

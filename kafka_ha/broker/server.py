@@ -102,7 +102,7 @@ class KafkaServer:
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
                                               being_deleted=self.metadata.being_deleted,
-                                              topic_exists=lambda t: t in self.metadata.partitions)
+                                              partition_exists=self.metadata.knows)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),

@@ -118,7 +118,7 @@ class FakePartition:
 
 def delete(partitions, offsets, timeout_ms=0):
     checkpoints = []
-    apis = LogAdminApis(HostedPartitions(partitions, topic_exists=lambda t: t == "t"), None,
+    apis = LogAdminApis(HostedPartitions(partitions, partition_exists=lambda tp: tp.topic == "t"), None,
                         lambda: checkpoints.append(1))
     answer = apis.delete_records({"topics": [{"name": topic, "partitions": [
         {"partition_index": p, "offset": o} for p, o in parts]} for topic, parts in offsets.items()],
