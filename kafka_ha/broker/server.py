@@ -16,6 +16,7 @@ from gevent.event import Event
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.broker.admin_election_apis import AdminElectionApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
@@ -44,6 +45,7 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.admin_store import AdminStore
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
@@ -123,6 +125,9 @@ class KafkaServer:
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
         producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
         self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
+        election_apis = AdminElectionApis(self._controller_context, AdminStore(self.zk))
+        self.handler.apis.update({key: by_version(handler)
+                                  for key, handler in election_apis.handlers().items()})
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
@@ -142,6 +147,11 @@ class KafkaServer:
         cfg = self.config
         return connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                        cfg["zookeeper.connection.timeout.ms"] or None)
+
+    def _controller_context(self):
+        """The active controller's context on the controller broker, else None."""
+        term = self.controller.term if self.controller is not None else None
+        return term.ctx if term is not None else None
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)
