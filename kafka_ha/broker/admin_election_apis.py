@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import gevent
 
 from kafka_ha.controller.context import ControllerContext
-from kafka_ha.model import TopicPartition
+from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk.admin_store import AdminStore
@@ -40,19 +40,22 @@ from kafka_ha.zk.errors import ZkError, ZkNodeExists
 log = logging.getLogger(__name__)
 
 PREFERRED, UNCLEAN = 0, 1
-_POLL_S = 0.05
+_POLL_S = 0.1
 _MAX_WAIT_MS = 60_000   # a client's timeout_ms, capped: the connection waits meanwhile
 Outcome = tuple[ErrorCode, str | None]
 
 
 # -- pure decisions -----------------------------------------------------------
 
-def preferred_election_outcome(ctx: ControllerContext, tp: TopicPartition) -> Outcome | None:
-    """Why ``tp`` gets no preferred election, or None when it needs one."""
-    if tp not in ctx.assignments or tp.topic in ctx.deleting_topics or tp not in ctx.states:
+def preferred_election_outcome(ctx: ControllerContext, states: dict[TopicPartition, LeaderAndIsr],
+                               tp: TopicPartition) -> Outcome | None:
+    """Why ``tp`` gets no preferred election, or None when it needs one.  ``states``
+    are read from ZooKeeper: the controller learns of ISR growth only from the
+    leaders' (batched) notifications, so its own copy may lag."""
+    if tp not in ctx.assignments or tp.topic in ctx.deleting_topics or tp not in states:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp.topic}-{tp.partition} does not exist"
     preferred = ctx.assignments[tp][0]
-    state = ctx.states[tp]
+    state = states[tp]
     if state.leader == preferred:
         return ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica already leads"
     if not ctx.is_live(preferred) or preferred not in state.isr:
@@ -146,7 +149,13 @@ class AdminElectionApis:
             return self._elect_response(version, error, results)
         if requested is None:
             requested = sorted(ctx.assignments)
-        outcomes = {tp: preferred_election_outcome(ctx, tp) for tp in dict.fromkeys(requested)}
+        requested = list(dict.fromkeys(requested))
+        try:
+            states = self._store.partition_states([tp for tp in requested if tp in ctx.assignments])
+        except ZkError as e:
+            results = [(tp, ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) for tp in requested]
+            return self._elect_response(version, ErrorCode.NONE, results)
+        outcomes = {tp: preferred_election_outcome(ctx, states, tp) for tp in requested}
         to_elect = [tp for tp, outcome in outcomes.items() if outcome is None]
         if to_elect:
             deadline = time.monotonic() + min(max(body["timeout_ms"], 0), _MAX_WAIT_MS) / 1000
@@ -173,9 +182,12 @@ class AdminElectionApis:
         waiting = set(partitions)
         outcomes: dict[TopicPartition, Outcome] = {}
         while True:
-            for tp in list(waiting):
-                state = ctx.states.get(tp)
-                if state is not None and tp in ctx.assignments and state.leader == ctx.assignments[tp][0]:
+            try:
+                states = self._store.partition_states(waiting)
+            except ZkError:
+                states = {}   # ZooKeeper is briefly away: try again until the deadline
+            for tp, state in states.items():
+                if tp in ctx.assignments and state.leader == ctx.assignments[tp][0]:
                     outcomes[tp] = (ErrorCode.NONE, None)
                     waiting.discard(tp)
             if not waiting or time.monotonic() >= deadline or self._context() is not ctx:

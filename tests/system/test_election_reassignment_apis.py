@@ -150,7 +150,7 @@ def test_reassignment_listed_while_it_runs_then_completes(env):
         refused = env.kp.alter_partition_reassignments({tp: None})   # cancel: cannot revert
         assert refused == {tp: kp_errors.ReassignmentInProgressError}
         bad = env.kp.alter_partition_reassignments({KpTP("moves", 1): [c, c], tp: [x]})
-        assert bad == {KpTP("moves", 1): kp_errors.InvalidReplicaAssignmentError,
+        assert bad == {KpTP("moves", 1): kp_errors.InvalidReplicationAssignmentError,
                        tp: kp_errors.ReassignmentInProgressError}
     finally:
         env.cluster.sigcont(y)
