@@ -9,6 +9,7 @@ partition-reassignment methods, so reassignments go through kafka-python.
 """
 
 import json
+import logging
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition as CkTP
@@ -84,6 +85,22 @@ def test_only_the_controller_serves_them(env):
         "client_software_name": "kafka-ha-tests", "client_software_version": "1.0"})
     advertised = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
     assert advertised[43] == (0, 2) and advertised[45] == (0, 0) and advertised[46] == (0, 0)
+    # librdkafka asks ApiVersions v3 first and gets its answer at v3 (no fallback).
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("election-test.rdkafka")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    probe = AdminClient({"bootstrap.servers": env.cluster.bootstrap_of([env.x]), "debug": "protocol",
+                         "logger": logger})
+    probe.list_topics(timeout=10)
+    probe.poll(0)
+    logger.removeHandler(handler)
+    assert any("Sent ApiVersionRequest (v3" in line for line in lines), lines[:20]
+    assert any("Received ApiVersionResponse (v3" in line for line in lines), lines[:20]
+    sent = [line for line in lines if "Sent ApiVersionRequest" in line]
+    assert all("(v3," in line for line in sent), sent     # no retry at a lower version
     # Unclean elections are refused as a whole.
     unclean = env.request(env.controller, ApiKey.ELECT_LEADERS, 1, {
         "election_type": 1, "topic_partitions": None, "timeout_ms": 1000})
