@@ -217,3 +217,22 @@ def test_live_server_answers_flexible_requests_and_closes_on_garbled_tags():
         other.sendall(i32(len(good)) + good)
         assert decode_response(K.LIST_PARTITION_REASSIGNMENTS, 0, recv_frame(other))[0] == 3
         other.close()
+
+
+def test_api_versions_v3_over_raw_frames():
+    apis = request_layer()
+    with serving(apis.handle) as srv:
+        sock = raw_connect(srv)
+        payload = i16(18, 3) + i32(77) + s("rdkafka") + b"\x00" + b"\x0blibrdkafka\x062.3.0\x00"
+        sock.sendall(i32(len(payload)) + payload)
+        frame = recv_frame(sock)
+        # Header v0: the error code follows the correlation id directly.
+        assert frame[:6] == i32(77) + i16(0)
+        correlation_id, body = decode_response(K.API_VERSIONS, 3, frame)
+        assert correlation_id == 77 and body["error_code"] == ErrorCode.NONE
+        assert {k["api_key"] for k in body["api_keys"]} == {int(key) for key in apis.apis}
+        # The same request with its software version cut short: the connection closes.
+        cut = payload[:-4]
+        sock.sendall(i32(len(cut)) + cut)
+        assert_closed_by_peer(sock)
+        sock.close()
