@@ -231,7 +231,7 @@ class AdminElectionApis:
                 self._store.add_to_reassignment(to_write)
                 log.info("AlterPartitionReassignments: requested %s",
                          {str(tp): list(r) for tp, r in to_write.items()})
-            except ZkError as e:
+            except (ZkError, ValueError) as e:   # ValueError: a malformed node in the way
                 outcomes.update({tp: (ErrorCode.UNKNOWN_SERVER_ERROR, f"could not write the "
                                       f"reassignment: {e}") for tp in to_write})
         entries = ((tp, {"partition_index": tp.partition, "error_code": code, "error_message": msg})

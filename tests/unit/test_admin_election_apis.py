@@ -175,6 +175,19 @@ def test_alter_then_list_reassignments():
     assert named["topics"] == []
 
 
+def test_a_malformed_reassignment_node_is_an_error_answer_not_a_failure():
+    ctx = context()
+    store = MemoryAdminStore(ctx)
+
+    def malformed(_additions):
+        raise ValueError("/admin/reassign_partitions: not JSON")
+    store.add_to_reassignment = malformed
+    answer = AdminElectionApis(lambda: ctx, store).alter_reassignments({"timeout_ms": 1, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "replicas": [2, 3]}]}]}, 0)
+    [partition] = answer["responses"][0]["partitions"]
+    assert partition["error_code"] == E.UNKNOWN_SERVER_ERROR and "not JSON" in partition["error_message"]
+
+
 def test_reassignment_apis_on_a_non_controller():
     apis = AdminElectionApis(lambda: None, MemoryAdminStore(context()))
     alter = apis.alter_reassignments({"timeout_ms": 1, "topics": []}, 0)
