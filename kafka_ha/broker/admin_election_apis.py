@@ -193,9 +193,12 @@ class AdminElectionApis:
             if not waiting or time.monotonic() >= deadline or self._context() is not ctx:
                 break
             gevent.sleep(_POLL_S)
+        resigned = self._context() is not ctx
         for tp in waiting:
-            outcomes[tp] = (ErrorCode.REQUEST_TIMED_OUT,
-                            "the preferred replica did not become leader within the timeout")
+            # A controller that resigned meanwhile cannot say how the election ends.
+            outcomes[tp] = ((ErrorCode.NOT_CONTROLLER, "this broker stopped being the controller")
+                            if resigned else (ErrorCode.REQUEST_TIMED_OUT,
+                                              "the preferred replica did not become leader within the timeout"))
         return outcomes
 
     @staticmethod

@@ -149,6 +149,16 @@ def test_elect_leaders_times_out_when_the_leader_does_not_move():
     assert codes(apis.elect_leaders(body, 1)) == {("t", 1): E.REQUEST_TIMED_OUT}
 
 
+def test_elect_leaders_when_the_controller_resigns_while_waiting():
+    ctx = context()
+    current = [ctx]
+    store = MemoryAdminStore(ctx, elect_into=None)
+    store.create_preferred_election = lambda partitions: current.clear()   # resigns at once
+    apis = AdminElectionApis(lambda: current[0] if current else None, store)
+    answer = apis.elect_leaders(elect_body(1, [{"topic": "t", "partitions": [1]}]), 1)
+    assert codes(answer) == {("t", 1): E.NOT_CONTROLLER}
+
+
 def test_unclean_elections_are_refused():
     ctx = context()
     apis = AdminElectionApis(lambda: ctx, MemoryAdminStore(ctx))
