@@ -119,7 +119,7 @@ def test_elections_when_not_needed_and_unknown(env):
     assert error.code() == ErrorCode.ELECTION_NOT_NEEDED   # a KafkaError
 
 
-def test_preferred_elections_move_leadership_back(env):
+def test_preferred_elections_move_leadership_back(env, tmp_path):
     env.cluster.restart(env.x)   # controlled shutdown: x leads nothing afterwards
     env.cluster.wait_until(lambda: all(len(read_states(env.cluster, t)[0].isr) == 3 for t in ELECT_TOPICS),
                            timeout=60, message=f"broker {env.x} did not rejoin the ISRs")
@@ -145,6 +145,17 @@ def test_preferred_elections_move_leadership_back(env):
                             "--all-topic-partitions")
     assert rc == 0, err
     assert "Valid replica already elected for partitions" in out
+    assert all(f"{t}-0" in out for t in ELECT_TOPICS)
+    elect_file = tmp_path / "elect.json"
+    elect_file.write_text('{"partitions": [{"topic": "elect-kp", "partition": 0}, {"topic": "nope", "partition": 0}]}')
+    rc, out, err = run_tool("kafka-leader-election.sh", "--bootstrap-server",
+                            env.cluster.bootstrap_servers, "--election-type", "preferred",
+                            "--path-to-json-file", str(elect_file))
+    assert rc == 1
+    assert out.splitlines() == [
+        "Valid replica already elected for partitions elect-kp-0",
+        "Error completing leader election (PREFERRED) for partition: nope-0: "
+        "UNKNOWN_TOPIC_OR_PARTITION: nope-0 does not exist"]
 
 
 def test_reassignment_listed_while_it_runs_then_completes(env):
@@ -184,6 +195,16 @@ def test_reassign_tool_over_bootstrap_server(env, tmp_path):
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "moves", "partition": 1, "replicas": [y, c]}]}))
     bootstrap = env.cluster.bootstrap_servers
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics": [{"topic": "moves"}], "version": 1}')
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                            "--topics-to-move-json-file", str(topics), "--broker-list", f"{x},{y}",
+                            "--generate")
+    assert rc == 0, err
+    current, proposed = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
+    assert [(p["partition"], p["replicas"]) for p in current["partitions"]] == [(0, [c, y]), (1, [c, x])]
+    assert {p["partition"]: sorted(p["replicas"]) for p in proposed["partitions"]} == {0: sorted([x, y]),
+                                                                                     1: sorted([x, y])}
     rc, out, err = run_tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
                             "--reassignment-json-file", str(plan), "--execute")
     assert rc == 0, err
