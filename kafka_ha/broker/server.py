@@ -17,6 +17,7 @@ from gevent.event import Event
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_admin_apis import ConfigAdminApis
+from kafka_ha.broker.admin_election_apis import AdminElectionApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
@@ -46,6 +47,7 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.admin_store import AdminStore
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
@@ -144,7 +146,8 @@ class KafkaServer:
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _add_admin_apis(self) -> None:
-        """The config and log admin requests (config_admin_apis, log_admin_apis)."""
+        """The config, log, election and reassignment admin requests (config_admin_apis,
+        log_admin_apis, admin_election_apis)."""
         configs = ConfigAdminApis(self.broker_id, ZkAdmin(client=self.zk), self.topic_configs)
         logs = LogAdminApis(self.replica_manager.hosted, self.log_manager,
                             self.replica_manager.checkpoint_log_start_offsets)
@@ -155,11 +158,19 @@ class KafkaServer:
             ApiKey.DELETE_RECORDS: by_version(logs.delete_records),
             ApiKey.DESCRIBE_LOG_DIRS: by_version(logs.describe_log_dirs),
         })
+        elections = AdminElectionApis(self._controller_context, AdminStore(self.zk))
+        self.handler.apis.update({key: by_version(handler)
+                                  for key, handler in elections.handlers().items()})
 
     def _connect(self):
         cfg = self.config
         return connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                        cfg["zookeeper.connection.timeout.ms"] or None)
+
+    def _controller_context(self):
+        """The active controller's context on the controller broker, else None."""
+        term = self.controller.term if self.controller is not None else None
+        return term.ctx if term is not None else None
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)

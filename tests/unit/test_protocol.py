@@ -41,12 +41,12 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     capped = (K.FETCH, K.OFFSETS_FOR_LEADER_EPOCH)
     assert {k: v for k, v in ADVERTISED_VERSIONS.items() if k not in capped} == \
         {k: v for k, v in SUPPORTED_VERSIONS.items() if k not in capped}
-    assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 3)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DESCRIBE_CONFIGS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.INCREMENTAL_ALTER_CONFIGS] == (0, 0)
-    assert len(SUPPORTED_VERSIONS) == 26
+    assert len(SUPPORTED_VERSIONS) == 29
 
 
 @pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
@@ -280,8 +280,9 @@ def test_null_for_non_nullable_array_and_error_paths():
 
 
 def test_unsupported_version_error():
-    header, reader = decode_request(i16(18, 3) + i32(1) + s("x") + b"\x00")
-    assert header == RequestHeader(K.API_VERSIONS, 3, 1, "x")
+    # v4 is above what we serve; its header is still v2 (client id, then tags).
+    header, reader = decode_request(i16(18, 4) + i32(1) + s("x") + b"\x00" + b"\x00")
+    assert header == RequestHeader(K.API_VERSIONS, 4, 1, "x")
     with pytest.raises(UnsupportedVersion) as err:
         decode_request_body(header, reader)
     assert err.value.code is ErrorCode.UNSUPPORTED_VERSION

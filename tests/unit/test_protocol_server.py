@@ -94,12 +94,12 @@ def test_garbage_frame_closes_only_that_connection(server, caplog):
     bad.close()
 
 
-def test_api_versions_v3_gets_error_35_v0_fallback(server):
+def test_api_versions_above_ours_gets_error_35_v0_fallback(server):
     sock = raw_connect(server)
-    # Header v2 (client_id + empty tagged fields) and a flexible v3 body, as
-    # librdkafka sends them: compact strings (varint length + 1) and tags.
+    # Header v2 (client_id + empty tagged fields) and a flexible body, as a
+    # client newer than us sends them at v4: compact strings and tags.
     body = b"\x0blibrdkafka" + b"\x062.3.0" + b"\x00"
-    payload = i16(18, 3) + i32(42) + s("rdkafka") + b"\x00" + body
+    payload = i16(18, 4) + i32(42) + s("rdkafka") + b"\x00" + body
     sock.sendall(i32(len(payload)) + payload)
     correlation_id, response = decode_response(K.API_VERSIONS, 0, recv_frame(sock))
     assert correlation_id == 42
