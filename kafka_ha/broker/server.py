@@ -32,6 +32,7 @@ from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.startup_retry import until_zookeeper_answers
+from kafka_ha.broker.topic_admin_apis import TopicAdminApis
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -123,6 +124,10 @@ class KafkaServer:
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
         producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
         self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
+        topic_admin = TopicAdminApis(ZkAdmin(client=self.zk), self.metadata, self._is_controller,
+                                     cfg["delete.topic.enable"])
+        self.handler.apis.update({key: by_version(handler)
+                                  for key, handler in topic_admin.handlers().items()})
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
@@ -142,6 +147,9 @@ class KafkaServer:
         cfg = self.config
         return connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                        cfg["zookeeper.connection.timeout.ms"] or None)
+
+    def _is_controller(self) -> bool:
+        return self.controller is not None and self.controller.active
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)
