@@ -16,7 +16,9 @@ from typing import Iterable
 from kafka_ha.admin.assignment import AdminOperationError, parse_replica_assignment
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.topic_plans import check_topic_name, checked_configs, plan_added_partitions, plan_new_topic
+from kafka_ha.admin import topics_over_api
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.client.errors import KafkaError
 from kafka_ha.config import ConfigError
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.errors import ZkBadVersion, ZkNodeExists, ZkNoNode
@@ -32,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-topics.sh", add_help=True,
                                 description="Create, delete, describe, or change a topic.")
     add_zookeeper_argument(p)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help="The Kafka server(s) to connect to, instead of --zookeeper: creating, "
+                        "deleting and adding partitions go through the controller's Admin API.")
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true")
     p.add_argument("--topic")
@@ -194,9 +199,15 @@ def main(argv: list[str] | None = None, out=None) -> int:
     if len(chosen) != 1:
         return usage_error(parser, "Command must include exactly one action: --list, --describe, "
                                    "--create, --alter or --delete", out)
-    if not args.zookeeper:
+    if args.zookeeper and args.bootstrap_server:
+        return usage_error(parser, "Only one of --bootstrap-server or --zookeeper must be specified",
+                           out)
+    if not (args.zookeeper or args.bootstrap_server):
         return usage_error(parser, 'Missing required argument "[zookeeper]"', out)
     try:
+        if args.bootstrap_server:
+            topics_over_api.run(chosen[0], args, out)
+            return 0
         with ZkAdmin(args.zookeeper) as admin:
             {"create": create, "list": list_topics, "describe": describe, "alter": alter,
              "delete": delete}[chosen[0]](admin, args, out)
@@ -206,7 +217,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         # /dev/null, or the interpreter's last flush would print the same error again.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
+    except (TopicCommandError, topics_over_api.ApiCommandError, KafkaError, AdminOperationError,
+            ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
         print(f"Error while executing topic command : {error_message(e)}", file=out)
         return 1
     return 0

@@ -150,3 +150,48 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(cluster):
         assert answer["topics"][0]["error_code"] == ErrorCode.REQUEST_TIMED_OUT
         assert topic_exists(cluster, "raw-x")
         assert meta.brokers, "metadata names the brokers"
+
+
+def test_kafka_topics_sh_with_bootstrap_server(cluster):
+    def topics(*args):
+        return run_tool("kafka-topics.sh", "--bootstrap-server", cluster.bootstrap_servers, *args)
+
+    rc, out, err = topics("--create", "--topic", "cli-a", "--partitions", "3",
+                          "--replication-factor", "2", "--config", "retention.ms=5000")
+    assert (rc, out) == (0, 'Created topic "cli-a".\n'), err
+    assert topic_config(cluster, "cli-a") == {"retention.ms": "5000"}
+    rc, out, _ = topics("--create", "--topic", "cli-b", "--replica-assignment", "2:3")
+    assert rc == 0 and read_assignment(cluster, "cli-b").partitions == {0: (2, 3)}
+    # The answer came once the leaders were known, so describe shows them at once.
+    rc, out, _ = topics("--describe", "--topic", "cli-a")
+    assert rc == 0 and out == (
+        "Topic:cli-a\tPartitionCount:3\tReplicationFactor:2\tConfigs:\n"
+        "\tTopic: cli-a\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\n"
+        "\tTopic: cli-a\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2,3\n"
+        "\tTopic: cli-a\tPartition: 2\tLeader: 3\tReplicas: 3,1\tIsr: 3,1\n")
+    rc, out, _ = topics("--list", "--topic", "cli-.*")
+    assert (rc, out) == (0, "cli-a\ncli-b\n")
+
+    rc, out, _ = topics("--alter", "--topic", "cli-a", "--partitions", "4")
+    assert rc == 0 and out.endswith("Adding partitions succeeded!\n")
+    assert read_assignment(cluster, "cli-a").partitions[3] == (1, 2)
+
+    for args, message in [
+            (("--create", "--topic", "cli-a", "--partitions", "1", "--replication-factor", "1"),
+             'Topic "cli-a" already exists.'),
+            (("--create", "--topic", "cli-x", "--partitions", "1", "--replication-factor", "4"),
+             "INVALID_REPLICATION_FACTOR: replication factor: 4 larger than available brokers: 3"),
+            (("--create", "--topic", "cli-x", "--partitions", "1", "--replication-factor", "1",
+              "--config", "nope=1"), 'INVALID_CONFIG: requirement failed: Unknown configuration "nope"'),
+            (("--alter", "--topic", "cli-a", "--partitions", "2"), "INVALID_PARTITIONS: "),
+            (("--delete", "--topic", "no-such-topic"), "Topic no-such-topic does not exist")]:
+        rc, out, _ = topics(*args)
+        assert rc == 1 and f"Error while executing topic command : {message}" in out, (args, out)
+    assert not topic_exists(cluster, "cli-x")
+
+    rc, out, _ = topics("--delete", "--topic", "cli-b")
+    assert (rc, out) == (0, "Topic cli-b is marked for deletion.\n")
+    cluster.wait_until(lambda: not topic_exists(cluster, "cli-b"), message="cli-b was not deleted")
+    rc, out, _ = run_tool("kafka-topics.sh", "--bootstrap-server", cluster.bootstrap_servers,
+                          "--zookeeper", cluster.connect_string, "--list")
+    assert rc == 1 and "Only one of --bootstrap-server or --zookeeper" in out
