@@ -25,6 +25,16 @@ RETRY_BACKOFF_S = 0.2
 CREATE_TOPICS_VERSION, DELETE_TOPICS_VERSION, CREATE_PARTITIONS_VERSION = 3, 3, 1
 
 
+def creatable_topic(topic: str, partitions: int, replication_factor: int,
+                    assignment: Mapping[int, Sequence[int]] | None = None,
+                    configs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A CreateTopics entry; with an ``assignment``, pass -1 for both counts."""
+    return {"name": topic, "num_partitions": partitions, "replication_factor": replication_factor,
+            "assignments": [{"partition_index": p, "broker_ids": list(b)}
+                            for p, b in (assignment or {}).items()],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+
+
 class TopicAdminClient:
     def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0,
                  client_id: str = "kafka-topics") -> None:
@@ -44,14 +54,15 @@ class TopicAdminClient:
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      assignment: Mapping[int, Sequence[int]] | None,
                      configs: Mapping[str, str], validate_only: bool = False) -> Result:
-        entry = {"name": topic, "num_partitions": partitions, "replication_factor": replication_factor,
-                 "assignments": [{"partition_index": p, "broker_ids": list(b)}
-                                 for p, b in (assignment or {}).items()],
-                 "configs": [{"name": k, "value": v} for k, v in configs.items()]}
-        answer = self._to_controller(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, {
-            "topics": [entry], "timeout_ms": self._timeout_ms(), "validate_only": validate_only},
-            "topics")
-        return answer[topic]
+        entry = creatable_topic(topic, partitions, replication_factor, assignment, configs)
+        return self.create_topics([entry], validate_only)[topic]
+
+    def create_topics(self, entries: Sequence[dict[str, Any]],
+                      validate_only: bool = False) -> dict[str, Result]:
+        """One CreateTopics request for ``entries`` (from :func:`creatable_topic`)."""
+        return self._to_controller(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, {
+            "topics": list(entries), "timeout_ms": self._timeout_ms(),
+            "validate_only": validate_only}, "topics")
 
     def delete_topics(self, topics: Sequence[str]) -> dict[str, Result]:
         return self._to_controller(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION, {

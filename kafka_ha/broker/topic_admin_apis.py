@@ -24,8 +24,6 @@ import logging
 import time
 from typing import Any, Callable
 
-import gevent
-
 from kafka_ha.admin.topic_plans import checked_configs, plan_added_partitions, plan_new_topic
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker import topic_admin_decisions as d
@@ -36,19 +34,23 @@ from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk.errors import ZkBadVersion, ZkNodeExists
 
 log = logging.getLogger(__name__)
-WAIT_POLL_S = 0.05
+# The waits wake at each UpdateMetadata; this bound only covers an update missed
+# between a check and the wait.
+WAIT_POLL_S = 0.5
 ADD_PARTITION_ATTEMPTS = 3   # a concurrent assignment change makes us read and plan again
 
 
 class TopicAdminApis:
     def __init__(self, admin: ZkAdmin, metadata: MetadataCache, is_controller: Callable[[], bool],
-                 delete_enabled: bool, sleep: Callable[[float], None] = gevent.sleep,
+                 delete_enabled: bool, sleep: Callable[[float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``sleep(seconds)`` waits for the metadata to change (default: the cache's
+        :meth:`~MetadataCache.wait_for_update`)."""
         self.admin = admin
         self.metadata = metadata
         self.is_controller = is_controller
         self.delete_enabled = delete_enabled
-        self._sleep, self._clock = sleep, clock
+        self._sleep, self._clock = sleep or metadata.wait_for_update, clock
 
     # ---- CreateTopics -------------------------------------------------------------
 
@@ -192,9 +194,10 @@ class TopicAdminApis:
         waiting = list(topics)
         while waiting and timeout_ms > 0:
             waiting = [t for t in waiting if not done(t)]
-            if not waiting or self._clock() >= deadline:
+            now = self._clock()
+            if not waiting or now >= deadline:
                 break
-            self._sleep(WAIT_POLL_S)
+            self._sleep(min(WAIT_POLL_S, deadline - now))
         for topic in waiting:
             results[topic] = (ErrorCode.REQUEST_TIMED_OUT,
                               f"The request timed out after {timeout_ms} ms; the operation on "

@@ -214,3 +214,15 @@ def test_create_partitions(env, monkeypatch):
     # Anything unforeseen is that entry's UNKNOWN_SERVER_ERROR, not the broker's end.
     monkeypatch.setattr(admin, "add_partitions", lambda c, n: 1 / 0)
     assert grow(6) == E.UNKNOWN_SERVER_ERROR
+
+
+def test_an_update_metadata_wakes_the_waiting_requests():
+    import gevent
+    metadata = MetadataCache(1)
+    waiter = gevent.spawn(metadata.wait_for_update, 600)
+    gevent.sleep(0)
+    assert not waiter.ready()
+    metadata.update({"controller_id": 1, "controller_epoch": 1, "partition_states": [],
+                     "live_brokers": [{"id": 1, "host": "h", "port": 1}]}, 0, 7)
+    gevent.sleep(0)
+    assert waiter.ready(), "woken by the update, not by its 600 s bound"
