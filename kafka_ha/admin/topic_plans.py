@@ -18,6 +18,16 @@ from kafka_ha.model import TopicAssignment
 from kafka_ha.zk.znodes import validate_topic_name
 
 Assignment = dict[int, tuple[int, ...]]
+# A topic's assignment is one znode, and ZooKeeper refuses a znode over 1 MB (jute.maxbuffer);
+# about 100k partitions of 3 replicas fit.  A bigger count is refused before the assignment is
+# even built, so that a request for 2**31 partitions cannot stall or exhaust the broker.
+MAX_PARTITIONS = 100_000
+
+
+def _check_count(partitions: int) -> None:
+    if partitions > MAX_PARTITIONS:
+        raise InvalidPartitions(f"Number of partitions {partitions} is more than one topic's "
+                                f"assignment znode holds (at most {MAX_PARTITIONS})")
 
 
 class InvalidTopicName(AdminOperationError):
@@ -52,8 +62,14 @@ def plan_new_topic(topic: str, partitions: int | None, replication_factor: int |
     Traceback (most recent call last):
     ...
     kafka_ha.admin.assignment.InvalidReplicationFactor: replication factor: 4 larger than available brokers: 3
+    >>> plan_new_topic("t", 2**31 - 1, 1, None, [1])
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.InvalidPartitions: Number of partitions 2147483647 is more than one \
+topic's assignment znode holds (at most 100000)
     """
     check_topic_name(topic)
+    _check_count(len(assignment) if assignment is not None else partitions or 0)
     if assignment is not None:
         validate_assignment(assignment, 0, known_brokers)
         return dict(assignment)
@@ -88,6 +104,7 @@ def plan_added_partitions(current: TopicAssignment, count: int, assignment: Sequ
     kafka_ha.admin.assignment.InvalidPartitions: The number of partitions for a topic can only be increased: topic t has 2 partitions, 2 requested
     """
     existing = len(current.partitions)
+    _check_count(count)
     if count <= existing:
         raise InvalidPartitions(f"The number of partitions for a topic can only be increased: "
                                 f"topic {current.topic} has {existing} partitions, {count} requested")

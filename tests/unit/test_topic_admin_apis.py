@@ -120,14 +120,16 @@ def test_create_refusals(env):
         topic("zero", 0, 1), topic("bad/name"), topic("cfg", configs={"nope": "1"}),
         topic("null", configs={"retention.ms": None}),
         topic("dup", -1, -1, [(0, (1, 1))]), topic("gap", -1, -1, [(0, (1,)), (2, (2,))]),
-        topic("ghost", -1, -1, [(0, (1, 9))]), topic("both", 3, 1, [(0, (1,))])],
+        topic("ghost", -1, -1, [(0, (1, 9))]), topic("both", 3, 1, [(0, (1,))]),
+        topic("huge", 2**31 - 1, 1)],
         "timeout_ms": 1000, "validate_only": False}, 1)
     assert results(response) == {
         "taken": E.TOPIC_ALREADY_EXISTS, "going": E.TOPIC_ALREADY_EXISTS,
         "twice": E.INVALID_REQUEST, "rf": E.INVALID_REPLICATION_FACTOR, "zero": E.INVALID_PARTITIONS,
         "bad/name": E.INVALID_TOPIC_EXCEPTION, "cfg": E.INVALID_CONFIG, "null": E.INVALID_REQUEST,
         "dup": E.INVALID_REPLICA_ASSIGNMENT, "gap": E.INVALID_REPLICA_ASSIGNMENT,
-        "ghost": E.INVALID_REPLICA_ASSIGNMENT, "both": E.INVALID_REQUEST}
+        "ghost": E.INVALID_REPLICA_ASSIGNMENT, "both": E.INVALID_REQUEST,
+        "huge": E.INVALID_PARTITIONS}
     messages = {r["name"]: r["error_message"] for r in response["topics"]}
     assert messages["rf"] == "replication factor: 4 larger than available brokers: 3"
     assert messages["ghost"] == "Unknown broker(s) in replica assignment: 9"
