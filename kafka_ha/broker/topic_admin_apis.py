@@ -24,6 +24,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from gevent.pool import Pool
+
 from kafka_ha.admin.topic_plans import checked_configs, plan_added_partitions, plan_new_topic
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker import topic_admin_decisions as d
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 # The waits wake at each UpdateMetadata; this bound only covers an update missed
 # between a check and the wait.
 WAIT_POLL_S = 0.5
+CREATE_CONCURRENCY = 16      # topics of one CreateTopics written at once
 ADD_PARTITION_ATTEMPTS = 3   # a concurrent assignment change makes us read and plan again
 
 
@@ -60,21 +63,35 @@ class TopicAdminApis:
         results: dict[str, d.Result] = {}
         refused = self._refuse_all()
         twice = d.named_twice(e["name"] for e in entries)
-        brokers = None
+        pending = []
         for entry in entries:
             name = entry["name"]
             if refused or name in twice:
                 results[name] = refused or (ErrorCode.INVALID_REQUEST,
                                             f"Create topics request contains multiple entries "
                                             f"for the topic {name}")
-                continue
+            else:
+                results[name] = d.NO_ERROR   # keeps the request's order; replaced below
+                pending.append(entry)
+        if pending:
+            brokers: list[int] | None = None
+            failure: Exception | None = None
             try:
-                if brokers is None:
-                    brokers = self.admin.store.live_broker_ids()
-                self._create(entry, brokers, validate_only)
-                results[name] = d.NO_ERROR
-            except Exception as e:  # one entry's failure is its answer, never the broker's
-                results[name] = self._refused(e, "create topic", name)
+                brokers = self.admin.store.live_broker_ids()
+            except Exception as e:
+                failure = e
+
+            def create(entry: dict[str, Any]) -> None:
+                name = entry["name"]
+                try:
+                    if failure is not None:
+                        raise failure
+                    self._create(entry, brokers, validate_only)
+                except Exception as e:  # one entry's failure is its answer, never the broker's
+                    results[name] = self._refused(e, "create topic", name)
+            # Each creation is a few ZooKeeper round trips; topics are independent (the
+            # create multi settles races on a name), so a batch overlaps them.
+            Pool(CREATE_CONCURRENCY).map(create, pending)
         if not validate_only:
             created = [n for n, (code, _) in results.items() if code == ErrorCode.NONE]
             self._wait(results, created, body["timeout_ms"], self._has_leaders)
