@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_ha.tools import controller_bench, failover_bench, group_bench
+from kafka_ha.tools import controller_bench, failover_bench, group_bench, topic_admin_bench
 from kafka_ha.tools.bench_report import load, render
 
 pytestmark = pytest.mark.system
@@ -60,3 +60,14 @@ def test_group_bench_writes_rebalances_commits_and_read_rates(tmp_path):
                                                        "floor: session timeout",
                                                        "assign() read rate"]
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
+
+
+def test_topic_admin_bench_writes_each_paths_rate(tmp_path):
+    results = tmp_path / "bench-results"
+    assert topic_admin_bench.main(["--topics", "6", "--round", "3", "--dir", str(tmp_path / "work"),
+                                   "--json", str(results / "topic-admin.json")]) == 0
+    [data] = load(results)
+    assert {path: r["topics"] for path, r in data["results"].items()} == \
+        {"zookeeper": 6, "api-single": 6, "api-batch": 6}
+    assert all(r["per_second"] > 0 for r in data["results"].values())
+    assert [r["baseline"] for r in data["ratios"]] == ["ZooKeeper script path (AdminStore)"] * 2
