@@ -6,6 +6,7 @@ import struct
 from kafka_ha.protocol.api import ApiKey, api_versions_entries
 from kafka_ha.protocol.errors import ErrorCode
 from tests.harness.group_samples import GROUP_REQUESTS, GROUP_RESPONSES
+from tests.harness.topic_admin_samples import TOPIC_ADMIN_REQUESTS, TOPIC_ADMIN_RESPONSES
 
 K = ApiKey
 
@@ -174,6 +175,7 @@ REQUESTS = {
     **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
         {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
     **GROUP_REQUESTS,
+    **TOPIC_ADMIN_REQUESTS,
 }
 
 RESPONSES = {
@@ -210,6 +212,7 @@ RESPONSES = {
         {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
        for v in range(2)},
     **GROUP_RESPONSES,
+    **TOPIC_ADMIN_RESPONSES,
 }
 
 
