@@ -87,8 +87,9 @@ def checked_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return dict(configs)
 
 
-def plan_added_partitions(current: TopicAssignment, count: int, assignment: Sequence[tuple[int, ...]] | None,
-                          brokers: Sequence[int], known_brokers: set[int] | None = None) -> Assignment:
+def plan_added_partitions(current: TopicAssignment, count: int,
+                          assignment: Sequence[tuple[int, ...]] | None, brokers: Sequence[int],
+                          known_brokers: set[int] | None = None) -> Assignment:
     """The partitions to add so that ``current``'s topic has ``count`` in all.
 
     >>> t = TopicAssignment("t", {0: (1, 2), 1: (2, 3)})

@@ -15,7 +15,8 @@ from typing import Iterable
 
 from kafka_ha.admin.assignment import AdminOperationError, parse_replica_assignment
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
-from kafka_ha.admin.topic_plans import check_topic_name, checked_configs, plan_added_partitions, plan_new_topic
+from kafka_ha.admin.topic_plans import (
+    check_topic_name, checked_configs, plan_added_partitions, plan_new_topic)
 from kafka_ha.admin import topics_over_api
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.client.errors import KafkaError

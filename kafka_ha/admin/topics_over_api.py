@@ -43,7 +43,8 @@ def _raise_for(result: Result) -> None:
 
 
 def _matching(snapshot: MetadataSnapshot, pattern: str | None) -> list[str]:
-    topics = sorted(t for t, m in snapshot.topics.items() if m.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    topics = sorted(t for t, m in snapshot.topics.items()
+                    if m.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if pattern is None:
         return topics
     regex = re.compile(pattern)
