@@ -228,3 +228,31 @@ def test_an_update_metadata_wakes_the_waiting_requests():
                      "live_brokers": [{"id": 1, "host": "h", "port": 1}]}, 0, 7)
     gevent.sleep(0)
     assert waiter.ready(), "woken by the update, not by its 600 s bound"
+
+
+def test_the_tools_client_follows_the_controller(monkeypatch):
+    """kafka-topics.sh --bootstrap-server's client: no controller yet, then a broker that
+    is no longer the controller, then the controller's answer."""
+    from types import SimpleNamespace
+
+    from kafka_ha.admin import topic_admin_client as tac
+    monkeypatch.setattr(tac.gevent, "sleep", lambda s: None)
+    controllers = iter([-1, 2, 3])
+    sent = []
+
+    class FakeCluster:
+        def refresh(self, topics):
+            return SimpleNamespace(controller_id=next(controllers))
+
+        def request(self, node, key, version, body):
+            sent.append((node, key, version))
+            code = E.NOT_CONTROLLER if node == 2 else E.TOPIC_ALREADY_EXISTS
+            return {"topics": [{"name": "t", "error_code": code, "error_message": "m"}]}
+
+        def close(self):
+            pass
+
+    client = tac.TopicAdminClient("127.0.0.1:1", timeout_s=30)
+    client.cluster = FakeCluster()
+    assert client.create_topic("t", 1, 1, None, {}) == (E.TOPIC_ALREADY_EXISTS, "m")
+    assert sent == [(2, ApiKey.CREATE_TOPICS, 3), (3, ApiKey.CREATE_TOPICS, 3)]
