@@ -35,6 +35,7 @@ from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.startup_retry import until_zookeeper_answers
+from kafka_ha.broker.topic_admin_apis import TopicAdminApis
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -146,8 +147,11 @@ class KafkaServer:
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _add_admin_apis(self) -> None:
-        """The config, log, election and reassignment admin requests (config_admin_apis,
-        log_admin_apis, admin_election_apis)."""
+        """The admin requests: topics (topic_admin_apis), configs and logs (config_admin_apis,
+        log_admin_apis), elections and reassignments (admin_election_apis)."""
+        topics = TopicAdminApis(ZkAdmin(client=self.zk), self.metadata, self._is_controller,
+                                self.config["delete.topic.enable"])
+        self.handler.apis.update({key: by_version(handler) for key, handler in topics.handlers().items()})
         configs = ConfigAdminApis(self.broker_id, ZkAdmin(client=self.zk), self.topic_configs)
         logs = LogAdminApis(self.replica_manager.hosted, self.log_manager,
                             self.replica_manager.checkpoint_log_start_offsets)
@@ -171,6 +175,9 @@ class KafkaServer:
         """The active controller's context on the controller broker, else None."""
         term = self.controller.term if self.controller is not None else None
         return term.ctx if term is not None else None
+
+    def _is_controller(self) -> bool:
+        return self.controller is not None and self.controller.active
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)

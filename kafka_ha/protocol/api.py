@@ -19,6 +19,7 @@ from kafka_ha.protocol.admin_election_api import ADMIN_ELECTION_SCHEMAS
 from kafka_ha.protocol.schema import (
     BOOLEAN, COMPACT_STRING, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
     Array, CompactArray, Struct)
+from kafka_ha.protocol.topic_admin_api import TOPIC_ADMIN_SCHEMAS
 
 
 class ApiKey(enum.IntEnum):
@@ -40,8 +41,11 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
@@ -278,6 +282,12 @@ _define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
 # -- Group APIs (8-16): their own module --------------------------------------
 
 for (_key, _version), (_request, _response) in GROUP_SCHEMAS.items():
+    _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
+del _key, _version, _request, _response
+
+# -- Topic admin APIs (19, 20, 37): their own module ---------------------------
+
+for (_key, _version), (_request, _response) in TOPIC_ADMIN_SCHEMAS.items():
     _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
 del _key, _version, _request, _response
 

@@ -7,6 +7,7 @@ from kafka_ha.protocol.api import ApiKey, api_versions_entries
 from kafka_ha.protocol.errors import ErrorCode
 from tests.harness.config_admin_samples import CONFIG_ADMIN_REQUESTS, CONFIG_ADMIN_RESPONSES
 from tests.harness.group_samples import GROUP_REQUESTS, GROUP_RESPONSES
+from tests.harness.topic_admin_samples import TOPIC_ADMIN_REQUESTS, TOPIC_ADMIN_RESPONSES
 
 K = ApiKey
 
@@ -218,6 +219,7 @@ REQUESTS = {
         {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
     **GROUP_REQUESTS,
     **CONFIG_ADMIN_REQUESTS,
+    **TOPIC_ADMIN_REQUESTS,
 }
 
 RESPONSES = {
@@ -256,6 +258,7 @@ RESPONSES = {
        for v in range(2)},
     **GROUP_RESPONSES,
     **CONFIG_ADMIN_RESPONSES,
+    **TOPIC_ADMIN_RESPONSES,
 }
 
 

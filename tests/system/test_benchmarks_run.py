@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_ha.tools import controller_bench, failover_bench, group_bench
+from kafka_ha.tools import controller_bench, failover_bench, group_bench, topic_admin_bench
 from kafka_ha.tools.bench_report import load, render
 
 pytestmark = pytest.mark.system
@@ -77,3 +77,14 @@ def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
     [target] = data["ratios"]
     assert target["baseline_value"] == runs["client defaults"]["plain"][0]["mb_s"]
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
+
+
+def test_topic_admin_bench_writes_each_paths_rate(tmp_path):
+    results = tmp_path / "bench-results"
+    assert topic_admin_bench.main(["--topics", "6", "--round", "3", "--dir", str(tmp_path / "work"),
+                                   "--json", str(results / "topic-admin.json")]) == 0
+    [data] = load(results)
+    assert {path: r["topics"] for path, r in data["results"].items()} == \
+        {"zookeeper": 6, "api-single": 6, "api-batch": 6}
+    assert all(r["per_second"] > 0 for r in data["results"].values())
+    assert [r["baseline"] for r in data["ratios"]] == ["ZooKeeper script path (AdminStore)"] * 2

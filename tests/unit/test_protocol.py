@@ -46,7 +46,10 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DESCRIBE_CONFIGS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.INCREMENTAL_ALTER_CONFIGS] == (0, 0)
-    assert len(SUPPORTED_VERSIONS) == 29
+    assert len(SUPPORTED_VERSIONS) == 32
+    # Kafka 2.1's topic admin versions
+    assert SUPPORTED_VERSIONS[K.CREATE_TOPICS] == SUPPORTED_VERSIONS[K.DELETE_TOPICS] == (0, 3)
+    assert SUPPORTED_VERSIONS[K.CREATE_PARTITIONS] == (0, 1)
 
 
 @pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
