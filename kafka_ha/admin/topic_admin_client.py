@@ -1,26 +1,22 @@
 """A small Admin API client for the tools: CreateTopics, DeleteTopics and CreatePartitions
 sent to the controller, which Metadata names.
 
-Built on the project's client connections (:class:`kafka_ha.client.cluster.ClusterMetadata`).
-A request that meets a controller change (NOT_CONTROLLER for every topic, or no
-controller known yet) is sent again after a fresh Metadata, as Kafka's AdminClient
-does, until ``timeout_s`` runs out.
+Built on :class:`.controller_client.ControllerClient`: a request that meets a
+controller change (NOT_CONTROLLER for every topic, or no controller known yet) is
+sent again after a fresh Metadata, as Kafka's AdminClient does, until
+``timeout_s`` runs out.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gevent
-
-from kafka_ha.client.cluster import ClusterMetadata, MetadataSnapshot
-from kafka_ha.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kafka_ha.admin.controller_client import ControllerClient
+from kafka_ha.client.cluster import MetadataSnapshot
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 
 Result = tuple[int, str | None]
-RETRY_BACKOFF_S = 0.2
 # The versions we send: the newest each API has here.
 CREATE_TOPICS_VERSION, DELETE_TOPICS_VERSION, CREATE_PARTITIONS_VERSION = 3, 3, 1
 
@@ -35,18 +31,10 @@ def creatable_topic(topic: str, partitions: int, replication_factor: int,
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
 
 
-class TopicAdminClient:
+class TopicAdminClient(ControllerClient):
     def __init__(self, bootstrap_servers: str, timeout_s: float = 30.0,
                  client_id: str = "kafka-topics") -> None:
-        self.cluster = ClusterMetadata(bootstrap_servers, client_id=client_id,
-                                       request_timeout_ms=int(timeout_s * 1000))
-        self.timeout_s = timeout_s
-
-    def __enter__(self) -> TopicAdminClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cluster.close()
+        super().__init__(bootstrap_servers, timeout_s, client_id)
 
     def metadata(self, topics: Sequence[str] | None = None) -> MetadataSnapshot:
         return self.cluster.refresh(topics)
@@ -82,19 +70,11 @@ class TopicAdminClient:
 
     def _to_controller(self, api_key: ApiKey, version: int, body: dict[str, Any],
                        results_field: str) -> dict[str, Result]:
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            controller = self.cluster.refresh([]).controller_id
-            if controller >= 0:
-                try:
-                    answer = self.cluster.request(controller, api_key, version, body)
-                    results = {r["name"]: (r["error_code"], r.get("error_message"))
-                               for r in answer[results_field]}
-                    if not results or any(code != ErrorCode.NOT_CONTROLLER
-                                          for code, _ in results.values()):
-                        return results
-                except KafkaConnectionError:
-                    pass   # the controller went away: ask Metadata for the next one
-            if time.monotonic() + RETRY_BACKOFF_S >= deadline:
-                raise KafkaTimeoutError(f"no controller answered within {self.timeout_s:g} s")
-            gevent.sleep(RETRY_BACKOFF_S)
+        def results(answer: dict[str, Any]) -> dict[str, Result]:
+            return {r["name"]: (r["error_code"], r.get("error_message")) for r in answer[results_field]}
+
+        def refused(answer: dict[str, Any]) -> bool:
+            # These requests refuse per topic: every topic NOT_CONTROLLER.
+            codes = [code for code, _ in results(answer).values()]
+            return bool(codes) and all(code == ErrorCode.NOT_CONTROLLER for code in codes)
+        return results(self.request(api_key, version, body, refused))

@@ -1,8 +1,6 @@
 """ElectLeaders, Alter/ListPartitionReassignments and ApiVersions v3 checked field by field
 (names, types, nullability, compact encoding, tagged sections) against Kafka's JSON
 message definitions, as kafka-python ships them."""
-import re
-
 import pytest
 
 load_json = pytest.importorskip("kafka.protocol.schemas.load_json",
@@ -12,25 +10,13 @@ from kafka_ha.protocol.api import REQUEST_SCHEMAS, RESPONSE_SCHEMAS, ApiKey, is_
 from kafka_ha.protocol.schema import (  # noqa: E402
     COMPACT_NULLABLE_STRING, COMPACT_STRING, INT8, INT16, INT32, NULLABLE_STRING, STRING, Array,
     CompactArray, Struct)
+from tests.harness.kafka_message_specs import in_versions, snake  # noqa: E402
 
 CHECKED = {ApiKey.ELECT_LEADERS: "ElectLeaders", ApiKey.ALTER_PARTITION_REASSIGNMENTS:
            "AlterPartitionReassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS:
            "ListPartitionReassignments", ApiKey.API_VERSIONS: "ApiVersions"}
 CASES = sorted(kv for kv in REQUEST_SCHEMAS if kv[0] in CHECKED and
                (kv[0] != ApiKey.API_VERSIONS or kv[1] >= 3))
-
-
-def in_versions(spec, version: int) -> bool:
-    if not spec or spec == "none":
-        return False
-    if spec.endswith("+"):
-        return version >= int(spec[:-1])
-    low, _, high = spec.partition("-")
-    return int(low) <= version <= int(high or low)
-
-
-def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def theirs(fields: list, version: int, flexible: bool) -> tuple:

@@ -6,7 +6,7 @@ pytest.importorskip("kafka.protocol.schemas.load_json",
                     reason="kafka-python ships Kafka's message definitions")
 
 from kafka_ha.protocol.config_admin_api import CONFIG_ADMIN_SCHEMAS  # noqa: E402
-from tests.unit.test_group_apis_spec import kafkas, ours, same_layout  # noqa: E402
+from tests.harness.kafka_message_specs import kafkas, ours, same_layout  # noqa: E402
 
 NAMES = {21: "DeleteRecords", 32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs",
          44: "IncrementalAlterConfigs"}

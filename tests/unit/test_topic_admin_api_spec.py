@@ -6,7 +6,7 @@ pytest.importorskip("kafka.protocol.schemas.load_json",
                     reason="kafka-python ships Kafka's message definitions")
 
 from kafka_ha.protocol.topic_admin_api import TOPIC_ADMIN_SCHEMAS  # noqa: E402
-from tests.unit.test_group_apis_spec import kafkas, ours, same_layout, snake  # noqa: E402
+from tests.harness.kafka_message_specs import kafkas, ours, same_layout, snake  # noqa: E402
 
 NAMES = {19: "CreateTopics", 20: "DeleteTopics", 37: "CreatePartitions"}
 

@@ -235,8 +235,8 @@ def test_the_tools_client_follows_the_controller(monkeypatch):
     is no longer the controller, then the controller's answer."""
     from types import SimpleNamespace
 
-    from kafka_ha.admin import topic_admin_client as tac
-    monkeypatch.setattr(tac.gevent, "sleep", lambda s: None)
+    from kafka_ha.admin import controller_client, topic_admin_client as tac
+    monkeypatch.setattr(controller_client.gevent, "sleep", lambda s: None)
     controllers = iter([-1, 2, 3])
     sent = []
 
