@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, produce_in_child
-from kafka_ha.tools.controller_bench import free_ports, start_ensemble
+from kafka_ha.tools.controller_bench import bench_cluster
 from kafka_ha.tools.group_read_rate import create_topic
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.processes import process_cpu_seconds
@@ -98,20 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-idempotence-")
     run = Run("idempotence", "Idempotent producer: acks=all throughput with and without idempotence",
               "bin/kafka-idempotence-bench.sh", argv)
-    ensemble = start_ensemble(Path(args.dir) / "zk")
-    cluster = None
-    try:
-        cluster = LocalCluster(Path(args.dir) / "cluster", brokers=3,
-                               zk_connect=f"{ensemble.connect_string}/idempotence",
-                               broker_ports=free_ports(3), overrides={"min.insync.replicas": 2})
-        cluster.start()
+    with bench_cluster(Path(args.dir), "idempotence", overrides={"min.insync.replicas": 2}) as cluster:
         create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, args.partitions)
         results = {"runs": measure(cluster, args), "records": args.records,
                    "record_size": args.record_size, "partitions": args.partitions}
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        ensemble.stop()
     method = (f"3 brokers on this machine, one topic of {args.partitions} partitions, RF 3, "
               f"min.insync.replicas 2; one confluent-kafka producer per run in its own process, "
               f"acks=all, {args.records} records of {args.record_size} bytes, with librdkafka's default "

@@ -31,7 +31,7 @@ from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools import controller_bench
-from kafka_ha.tools.controller_bench import free_ports, progress, start_ensemble
+from kafka_ha.tools.controller_bench import bench_cluster, progress
 from kafka_ha.tools.local_cluster import LocalCluster
 
 PATHS = ("zookeeper", "api-single", "api-batch")
@@ -138,23 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-topic-admin-")
     run = Run("topic-admin", "Topic creation: Admin API next to the ZooKeeper script path",
               "bin/kafka-topic-admin-bench.sh", argv)
-    ensemble = start_ensemble(Path(args.dir) / "zk")
-    cluster = bench = None
-    try:
-        cluster = LocalCluster(Path(args.dir) / "cluster", brokers=3,
-                               zk_connect=f"{ensemble.connect_string}/topic-admin",
-                               broker_ports=free_ports(3))
-        cluster.start()
+    with bench_cluster(Path(args.dir), "topic-admin") as cluster:
         bench = TopicAdminBench(args, cluster)
-        controller_bench.wait_for(lambda: bench.client.metadata([]).controller_id >= 0, 60,
-                                  "a controller")
-        results = bench.run()
-    finally:
-        if bench is not None:
+        try:
+            controller_bench.wait_for(lambda: bench.client.metadata([]).controller_id >= 0, 60,
+                                      "a controller")
+            results = bench.run()
+        finally:
             bench.close()
-        if cluster is not None:
-            cluster.stop()
-        ensemble.stop()
     data = run.write(args.json, method=method(args), results=results, ratios=ratios(results),
                      tables=tables(results), note=args.note)
     print_summary(data, args.json)
