@@ -202,6 +202,10 @@ class KafkaServer:
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)
+        if self.replica_manager is not None:
+            # Before anything that can hold the loop: the answers waiting on partitions
+            # the controller just moved go out now (ReplicaManager.stop_leading).
+            self.replica_manager.stop_leading()
         if self.config_watcher is not None:
             self.config_watcher.stop()
         if self.controller is not None:
