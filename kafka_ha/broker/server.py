@@ -245,14 +245,21 @@ class KafkaServer:
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)
+        if self.replica_manager is not None:
+            # Before anything that can hold the loop: the answers waiting on partitions
+            # the controller just moved go out now (ReplicaManager.stop_leading).
+            self.replica_manager.stop_leading()
+        if self.listener is not None:
+            # Then no client waits on this broker any more: Metadata asked of it during the
+            # log flush below was answered only at the exit (issue 23).
+            self.listener.stop(timeout=0)
+            self.listener.close_connections()
         if self.config_watcher is not None:
             self.config_watcher.stop()
         if self.controller is not None:
             self.controller.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.stop()
-        if self.listener is not None:
-            self.listener.stop(timeout=2)
         if self.log_cleaner is not None:
             self.log_cleaner.stop()
         if self.replica_manager is not None:
