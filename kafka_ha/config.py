@@ -143,6 +143,10 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.retention.minutes", _int, 1440,
         "how long a commit is kept once its group has no members", 1),
     Key("offsets.retention.check.interval.ms", _int, 600000, "how often expired offsets go", 1),
+    Key("transactional.id.expiration.ms", _int, 604800000,
+        "an idempotent producer that wrote nothing to a partition for this long is forgotten there", 1),
+    Key("producer.id.expiration.check.interval.ms", _int, 600000,
+        "how often idle producers are forgotten", 1),
     Key("offset.metadata.max.bytes", _int, 4096, "largest metadata string of a commit", 0),
     Key("group.min.session.timeout.ms", _int, 6000, "shortest session a group member may ask", 0),
     Key("group.max.session.timeout.ms", _int, 300000, "longest session a group member may ask", 0),
@@ -227,6 +231,8 @@ class BrokerConfig:
     def __init__(self, values: dict[str, Any], source: str = "<dict>") -> None:
         self.source = source
         self._values = _parse(values, source)
+        # The keys the file sets (DescribeConfigs tells them from defaults).
+        self.explicit = frozenset(str(name) for name in values)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]

@@ -11,7 +11,20 @@ from kafka_ha.zk.admin_znodes import duplicates
 
 
 class AdminOperationError(ValueError):
-    """Bad admin input; the message is Kafka's."""
+    """Bad admin input; the message is Kafka's.  The subclasses name what is wrong, so
+    that the broker can answer the Admin API with Kafka's error code for it."""
+
+
+class InvalidPartitions(AdminOperationError):
+    pass
+
+
+class InvalidReplicationFactor(AdminOperationError):
+    pass
+
+
+class InvalidReplicaAssignment(AdminOperationError):
+    pass
 
 
 def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
@@ -25,14 +38,14 @@ def assign_replicas(brokers: list[int], partitions: int, replication_factor: int
     >>> assign_replicas([1, 2], 1, 3)
     Traceback (most recent call last):
     ...
-    kafka_ha.admin.assignment.AdminOperationError: replication factor: 3 larger than available brokers: 2
+    kafka_ha.admin.assignment.InvalidReplicationFactor: replication factor: 3 larger than available brokers: 2
     """
     if partitions <= 0:
-        raise AdminOperationError("number of partitions must be larger than 0")
+        raise InvalidPartitions("number of partitions must be larger than 0")
     if replication_factor <= 0:
-        raise AdminOperationError("replication factor must be larger than 0")
+        raise InvalidReplicationFactor("replication factor must be larger than 0")
     if replication_factor > len(brokers):
-        raise AdminOperationError(f"replication factor: {replication_factor} larger than "
+        raise InvalidReplicationFactor(f"replication factor: {replication_factor} larger than "
                                   f"available brokers: {len(brokers)}")
     ordered = sorted(brokers)
     n = len(ordered)
@@ -67,20 +80,58 @@ def parse_replica_assignment(text: str, first_partition: int = 0) -> dict[int, t
     >>> parse_replica_assignment("1:1")
     Traceback (most recent call last):
     ...
-    kafka_ha.admin.assignment.AdminOperationError: Partition replica lists may not contain duplicate entries: 1
+    kafka_ha.admin.assignment.InvalidReplicaAssignment: Partition replica lists may not contain duplicate entries: 1
     """
     result: dict[int, tuple[int, ...]] = {}
     for i, part in enumerate(text.split(",")):
         try:
-            replicas = parse_broker_ids(part, ":")
+            result[first_partition + i] = parse_broker_ids(part, ":")
         except ValueError as e:
-            raise AdminOperationError(f"Invalid replica assignment {text!r}: {e}") from None
-        if twice := sorted(duplicates(replicas)):
-            raise AdminOperationError("Partition replica lists may not contain duplicate entries: "
-                                      + ",".join(map(str, twice)))
-        p = first_partition + i
-        if result and len(replicas) != len(result[first_partition]):
-            raise AdminOperationError(f"Partition {p} has different replication factor: "
-                                      f"{list(replicas)}")
-        result[p] = replicas
+            raise InvalidReplicaAssignment(f"Invalid replica assignment {text!r}: {e}") from None
+    validate_assignment(result, first_partition)
     return result
+
+
+def validate_assignment(assignment: dict[int, tuple[int, ...]], first_partition: int = 0,
+                        known_brokers: set[int] | None = None) -> None:
+    """An explicit assignment's rules, whether it came from ``--replica-assignment`` or the
+    Admin API: partitions numbered on from ``first_partition``, each with at least one
+    replica, no broker twice, one replication factor, and (given ``known_brokers``)
+    only brokers that exist.
+
+    >>> validate_assignment({0: (1, 2), 1: (3,)})
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.InvalidReplicaAssignment: Partition 1 has different replication factor: [3]
+    >>> validate_assignment({0: (1,), 2: (2,)})
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.InvalidReplicaAssignment: Partitions should be a consecutive 0-based integer sequence
+    >>> validate_assignment({0: (1, 7)}, known_brokers={1, 2})
+    Traceback (most recent call last):
+    ...
+    kafka_ha.admin.assignment.InvalidReplicaAssignment: Unknown broker(s) in replica assignment: 7
+    """
+    if sorted(assignment) != list(range(first_partition, first_partition + len(assignment))):
+        raise InvalidReplicaAssignment("Partitions should be a consecutive 0-based integer sequence"
+                                       if first_partition == 0 else
+                                       f"Partitions should be numbered on from {first_partition}")
+    first_rf = None
+    for p, replicas in sorted(assignment.items()):
+        if not replicas:
+            raise InvalidReplicaAssignment(f"Partition {p} has an empty replica list")
+        if any(b < 0 for b in replicas):
+            raise InvalidReplicaAssignment(f"Partition {p} names a negative broker id")
+        if twice := sorted(duplicates(replicas)):
+            raise InvalidReplicaAssignment("Partition replica lists may not contain duplicate "
+                                           "entries: " + ",".join(map(str, twice)))
+        if first_rf is None:
+            first_rf = len(replicas)
+        elif len(replicas) != first_rf:
+            raise InvalidReplicaAssignment(f"Partition {p} has different replication factor: "
+                                           f"{list(replicas)}")
+    if known_brokers is not None:
+        unknown = sorted({b for rs in assignment.values() for b in rs} - set(known_brokers))
+        if unknown:
+            raise InvalidReplicaAssignment("Unknown broker(s) in replica assignment: "
+                                           + ", ".join(map(str, unknown)))

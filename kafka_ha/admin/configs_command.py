@@ -1,9 +1,11 @@
 """``kafka-configs.sh``: describe and alter topic config overrides (Kafka's ConfigCommand).
 
-Talks only to ZooKeeper: ``--alter`` rewrites ``/config/topics/<t>``
+With ``--zookeeper`` it talks only to ZooKeeper: ``--alter`` rewrites ``/config/topics/<t>``
 (overrides only, string values) and then creates a
 ``/config/changes/config_change_<seq>`` notification in the 0.10.1+ form, so
-brokers re-read the topic's config.  Messages are the 0.10.1+ ones
+brokers re-read the topic's config.  With ``--bootstrap-server`` (Kafka 2.2+) it
+asks a broker instead (DescribeConfigs, AlterConfigs: :mod:`.configs_bootstrap`),
+which applies the change through the same code.  Messages are the 0.10.1+ ones
 (Kafka's ConfigCommand).  Only ``--entity-type topics`` is supported: this
 project has no client, user or broker dynamic configs.
 
@@ -17,9 +19,14 @@ import argparse
 import re
 import sys
 
+from kafka_ha.admin.configs_bootstrap import (
+    BootstrapConfigError, all_topics, alter_topic, topic_overrides)
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.config import ConfigError, validate_topic_config
+from kafka_ha.admin.topic_config_changes import TopicConfigError, change_topic_config, require_topic
+from kafka_ha.client.cluster import ClusterMetadata
+from kafka_ha.client.errors import KafkaError
+from kafka_ha.config import ConfigError
 from kafka_ha.zk.errors import ZkNoNode
 
 ACTIONS = ("describe", "alter")
@@ -86,7 +93,8 @@ def describe_line(topic: str, configs: dict[str, str]) -> str:
 
 def altered_config(current: dict[str, str], added: dict[str, str], deleted: list[str]
                    ) -> dict[str, str]:
-    """Kafka's merge: fail on deleting an absent key, add, then delete; validate the result.
+    """Kafka's merge: fail on deleting an absent key, add, then delete (validation follows,
+    in :func:`change_topic_config`).
 
     >>> altered_config({"retention.ms": "1"}, {"flush.ms": "5"}, ["retention.ms"])
     {'flush.ms': '5'}
@@ -97,18 +105,12 @@ def altered_config(current: dict[str, str], added: dict[str, str], deleted: list
     configs.update(added)
     for key in deleted:
         configs.pop(key, None)
-    validate_topic_config(configs)
     return configs
-
-
-def _require_topic(admin: ZkAdmin, topic: str) -> None:
-    if admin.existing_assignment(topic) is None:
-        raise ConfigCommandError(f'Topic "{topic}" does not exist.')
 
 
 def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     if args.entity_name is not None:
-        _require_topic(admin, args.entity_name)
+        require_topic(admin, args.entity_name)
         topics = [args.entity_name]
     else:
         topics = sorted(set(admin.store.topics()) | set(admin.store.topics_with_config()))
@@ -116,20 +118,38 @@ def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
         print(describe_line(topic, admin.store.topic_config(topic)), file=out)
 
 
-def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+def _changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
     added = {}
     for text in args.add_config:
         added.update(parse_add_config(text))
-    deleted = parse_delete_config(args.delete_config)
+    return added, parse_delete_config(args.delete_config)
+
+
+def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    added, deleted = _changes(args)
     topic = args.entity_name
-    _require_topic(admin, topic)
-    admin.change_topic_config(topic, altered_config(admin.store.topic_config(topic), added, deleted))
+    change_topic_config(admin, topic, lambda current: altered_config(current, added, deleted))
     print(f"Completed Updating config for entity: topic '{topic}'.", file=out)
+
+
+def describe_through_broker(cluster: ClusterMetadata, args: argparse.Namespace, out) -> None:
+    topics = [args.entity_name] if args.entity_name is not None else all_topics(cluster)
+    for topic in topics:
+        print(describe_line(topic, topic_overrides(cluster, topic)), file=out)
+
+
+def alter_through_broker(cluster: ClusterMetadata, args: argparse.Namespace, out) -> None:
+    added, deleted = _changes(args)
+    topic = args.entity_name
+    alter_topic(cluster, topic, altered_config(topic_overrides(cluster, topic), added, deleted))
+    print(f"Completed updating config for topic {topic}.", file=out)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-configs.sh", description=ABOUT)
     add_zookeeper_argument(p)
+    p.add_argument("--bootstrap-server", help="The Kafka server to connect to (instead of "
+                                                "--zookeeper), host:port[,host:port...]")
     p.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--entity-type", action="append", default=[],
@@ -148,9 +168,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
         return "Command must include exactly one action: --describe, --alter"
-    for name in ("zookeeper", "entity_type"):
-        if not getattr(args, name):
-            return f'Missing required argument "[{name.replace("_", "-")}]"'
+    if bool(args.zookeeper) == bool(args.bootstrap_server):
+        return "Only one of --bootstrap-server or --zookeeper must be specified"
+    if not args.entity_type:
+        return 'Missing required argument "[entity-type]"'
     if args.describe:
         for name in ("add_config", "delete_config"):
             if getattr(args, name):
@@ -183,9 +204,14 @@ def main(argv: list[str] | None = None, out=None) -> int:
     if problem := _check_args(args):
         return usage_error(parser, problem, out)
     try:
-        with ZkAdmin(args.zookeeper) as admin:
-            (alter if args.alter else describe)(admin, args, out)
-    except (ConfigCommandError, ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
+        if args.bootstrap_server:
+            with ClusterMetadata(args.bootstrap_server, client_id="kafka-configs") as cluster:
+                (alter_through_broker if args.alter else describe_through_broker)(cluster, args, out)
+        else:
+            with ZkAdmin(args.zookeeper) as admin:
+                (alter if args.alter else describe)(admin, args, out)
+    except (ConfigCommandError, TopicConfigError, BootstrapConfigError, KafkaError, ConfigError,
+            ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
         print(f"Error while executing config command : {error_message(e)}", file=out)
         return 1
     return 0

@@ -1,6 +1,7 @@
 """``kafka-reassign-partitions.sh``: generate, start and verify partition reassignments.
 
-Like Kafka's ReassignPartitionsCommand (0.8.2) it talks only to ZooKeeper:
+Like Kafka's ReassignPartitionsCommand (0.8.2) it talks to ZooKeeper (with
+``--bootstrap-server`` instead, to the controller: see ``bootstrap_action``):
 ``--execute`` writes ``/admin/reassign_partitions`` and the controller moves
 the replicas, rewrites ``/brokers/topics/<t>`` and removes each finished
 partition from the request.  Output follows Kafka 0.8.2's ReassignPartitionsCommand byte for
@@ -22,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, parse_broker_list,
                                         parse_reassignment, parse_topics_to_move,
@@ -30,7 +31,10 @@ from kafka_ha.admin.admin_input import (Replicas, ReassignCommandError, parse_br
 from kafka_ha.admin.cli import (ZK_UNAVAILABLE, add_wait_arguments, add_zookeeper_argument, error_message,
                                usage_error)
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
+from kafka_ha.admin.reassign_bootstrap import ControllerClient, alter, in_progress
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.client.errors import KafkaError
+from kafka_ha.protocol.errors import error_name
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.admin_znodes import duplicates
 from kafka_ha.zk.errors import ZkNodeExists, ZkNoNode
@@ -129,8 +133,8 @@ def current_assignment(admin: ZkAdmin, topics: Iterable[str]) -> dict[TopicParti
     return out
 
 
-def generate(admin: ZkAdmin, brokers: list[int], topics: list[str], out) -> None:
-    current = current_assignment(admin, topics)
+def generate(current: Mapping[TopicPartition, Replicas], brokers: list[int], out) -> None:
+    """Print the current assignment of the topics and a round-robin one over ``brokers``."""
     proposed: dict[TopicPartition, Replicas] = {}
     for topic in dict.fromkeys(tp.topic for tp in current):
         partitions = sorted(tp.partition for tp in current if tp.topic == topic)
@@ -176,15 +180,19 @@ def _in_progress_message(admin: ZkAdmin) -> str:
     return f"Partition reassignment currently in progress for Map({shown}). Aborting operation"
 
 
-def verify(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], wait: bool,
+def verify(read_pending: Callable[[], Mapping[TopicPartition, Replicas] | None],
+           read_assigned: Callable[[list[str]], Mapping[TopicPartition, Replicas]],
+           requested: dict[TopicPartition, Replicas], wait: bool,
            timeout_s: float | None, out, err) -> int:
+    """``read_pending()``: the reassignments in progress (ZooKeeper's request or the
+    controller's list); ``read_assigned(topics)``: those topics' current replicas."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done = None
     while True:
         # Pending first: the controller rewrites the assignment before it drops a
         # partition from the request, so "not pending" implies we read the result.
-        pending = admin.store.reassignment()
-        assigned = current_assignment(admin, [tp.topic for tp in requested])
+        pending = read_pending()
+        assigned = read_assigned([tp.topic for tp in requested])
         statuses = reassignment_statuses(requested, pending, assigned)
         if not wait:
             break
@@ -216,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kafka-reassign-partitions.sh",
         description="Moves topic partitions between replicas.")
     add_zookeeper_argument(p)
+    p.add_argument("--bootstrap-server",
+                   help="The brokers to connect to (host:port[,...]): the controller then "
+                        "takes the request through AlterPartitionReassignments instead of ZooKeeper.")
     p.add_argument("--generate", action="store_true",
                    help="Generate a candidate partition reassignment configuration.")
     p.add_argument("--execute", action="store_true",
@@ -248,8 +259,10 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         return usage_error(parser, "Command must include exactly one action: --generate, "
                                     "--execute or --verify", out)
     action = chosen[0]
-    if not args.zookeeper:
+    if not args.zookeeper and not args.bootstrap_server:
         return usage_error(parser, 'Missing required argument "[zookeeper]"', out)
+    if args.zookeeper and args.bootstrap_server:
+        return usage_error(parser, "Only one of --zookeeper and --bootstrap-server may be given", out)
     if action == "generate" and not (args.topics_to_move_json_file and args.broker_list):
         return usage_error(parser, "If --generate option is used, command must include both "
                                     "--topics-to-move-json-file and --broker-list options", out)
@@ -280,18 +293,57 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             # --verify reads the file as a map, as Kafka does: no checks, last entry wins.
             requested = (validate_reassignment(entries, source) if action == "execute"
                          else dict(entries))
+        if args.bootstrap_server:
+            return bootstrap_action(args.bootstrap_server, action, requested if action != "generate"
+                                    else (brokers, topics), args.wait, args.timeout, out, err)
         with ZkAdmin(args.zookeeper) as admin:
             if action == "generate":
-                generate(admin, brokers, topics, out)
+                generate(current_assignment(admin, topics), brokers, out)
             elif action == "execute":
                 execute(admin, requested, out, err)
             else:
-                return verify(admin, requested, args.wait, args.timeout, out, err)
-    except (ReassignCommandError, AdminOperationError, ValueError, ZkNoNode,
+                return verify(admin.store.reassignment, lambda t: current_assignment(admin, t),
+                              requested, args.wait, args.timeout, out, err)
+    except (ReassignCommandError, AdminOperationError, ValueError, ZkNoNode, KafkaError,
             *ZK_UNAVAILABLE) as e:
         print(f"Partitions reassignment failed due to {error_message(e)}", file=out)
         return 1
     return 0
+
+
+def bootstrap_action(bootstrap: str, action: str, request, wait: bool, timeout_s: float | None,
+                     out, err) -> int:
+    """--generate/--execute/--verify over the protocol: Metadata for the current
+    assignment, Alter/ListPartitionReassignments to the controller."""
+    with ControllerClient(bootstrap) as client:
+        if action == "generate":
+            brokers, topics = request
+            generate(client.assignments(topics), brokers, out)
+            return 0
+        if action == "verify":
+            return verify(lambda: in_progress(client), client.assignments,
+                          request, wait, timeout_s, out, err)
+        current = client.assignments(list(dict.fromkeys(tp.topic for tp in request)))
+        print(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
+              f"Save this to use as the --reassignment-json-file option during rollback", file=out)
+        valid = {}
+        for tp, replicas in request.items():
+            if tp in current:
+                valid[tp] = replicas
+            else:
+                print(f"Skipping reassignment of partition {tp} since it doesn't exist", file=err)
+        if not valid:
+            raise ReassignCommandError("none of the partitions exists")
+        failed = [(tp, code, message) for tp, code, message in alter(client, valid) if code]
+        started = [f"{tp.topic}-{tp.partition}" for tp in valid
+                   if tp not in {f[0] for f in failed}]
+        if started:
+            print(f"Successfully started partition reassignment{'s' if len(started) > 1 else ''} "
+                  f"for {','.join(started)}", file=out)
+        for tp, code, message in failed:
+            print(f"Error reassigning partition {tp.topic}-{tp.partition}: {error_name(code)}"
+                  + (f": {message}" if message else ""), file=out)
+        return 1 if failed else 0
 
 
 if __name__ == "__main__":

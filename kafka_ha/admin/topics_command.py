@@ -13,13 +13,16 @@ import re
 import sys
 from typing import Iterable
 
-from kafka_ha.admin.assignment import AdminOperationError, assign_replicas, parse_replica_assignment
+from kafka_ha.admin.assignment import AdminOperationError, parse_replica_assignment
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
+from kafka_ha.admin.topic_plans import (
+    check_topic_name, checked_configs, plan_added_partitions, plan_new_topic)
+from kafka_ha.admin import topics_over_api
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.config import ConfigError, validate_topic_config
+from kafka_ha.client.errors import KafkaError
+from kafka_ha.config import ConfigError
 from kafka_ha.model import TopicPartition
 from kafka_ha.zk.errors import ZkBadVersion, ZkNodeExists, ZkNoNode
-from kafka_ha.zk.znodes import validate_topic_name
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
@@ -32,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-topics.sh", add_help=True,
                                 description="Create, delete, describe, or change a topic.")
     add_zookeeper_argument(p)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help="The Kafka server(s) to connect to, instead of --zookeeper: creating, "
+                        "deleting and adding partitions go through the controller's Admin API.")
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true")
     p.add_argument("--topic")
@@ -56,8 +62,7 @@ def _parse_configs(pairs: list[str]) -> dict[str, str]:
             raise TopicCommandError(f"Invalid topic config: all configs to be added must be in "
                                     f"the format \"key=val\": {pair}")
         configs[key.strip()] = value.strip()
-    validate_topic_config(configs)
-    return configs
+    return checked_configs(configs)
 
 
 def _matching(topics: Iterable[str], pattern: str | None) -> list[str]:
@@ -71,21 +76,22 @@ def _matching(topics: Iterable[str], pattern: str | None) -> list[str]:
 def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     if not args.topic:
         raise TopicCommandError('Missing required argument "[topic]"')
-    validate_topic_name(args.topic)
+    check_topic_name(args.topic)
     if "." in args.topic or "_" in args.topic:
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or "
               "underscore ('_') could collide. To avoid issues it is best to use either, but not "
               "both.", file=out)
     configs = _parse_configs(args.config)
+    assignment = None
     if args.replica_assignment:
-        replicas = parse_replica_assignment(args.replica_assignment)
-    else:
-        if args.partitions is None:
-            raise TopicCommandError('Missing required argument "[partitions]"')
-        if args.replication_factor is None:
-            raise TopicCommandError('Missing required argument "[replication-factor]"')
-        replicas = assign_replicas(admin.store.live_broker_ids(), args.partitions,
-                                   args.replication_factor)
+        assignment = parse_replica_assignment(args.replica_assignment)
+    elif args.partitions is None:
+        raise TopicCommandError('Missing required argument "[partitions]"')
+    elif args.replication_factor is None:
+        raise TopicCommandError('Missing required argument "[replication-factor]"')
+    brokers = [] if assignment else admin.store.live_broker_ids()
+    replicas = plan_new_topic(args.topic, args.partitions, args.replication_factor, assignment,
+                              brokers)
     try:
         admin.create_topic(args.topic, replicas, configs)
     except ZkNodeExists:
@@ -162,11 +168,11 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
         raise TopicCommandError("The number of partitions for a topic can only be increased")
     print("WARNING: If partitions are increased for a topic that has a key, the partition logic "
           "or ordering of the messages will be affected", file=out)
-    rf = len(assignment.partitions[0])
+    listed = None
     if args.replica_assignment:
-        new = parse_replica_assignment(args.replica_assignment, first_partition=existing)
-    else:
-        new = assign_replicas(admin.store.live_broker_ids(), args.partitions - existing, rf, existing)
+        listed = list(parse_replica_assignment(args.replica_assignment,
+                                               first_partition=existing).values())
+    new = plan_added_partitions(assignment, args.partitions, listed, admin.store.live_broker_ids())
     try:
         admin.add_partitions(assignment, new)  # at the version read: a concurrent change wins
     except ZkBadVersion:
@@ -194,9 +200,15 @@ def main(argv: list[str] | None = None, out=None) -> int:
     if len(chosen) != 1:
         return usage_error(parser, "Command must include exactly one action: --list, --describe, "
                                    "--create, --alter or --delete", out)
-    if not args.zookeeper:
+    if args.zookeeper and args.bootstrap_server:
+        return usage_error(parser, "Only one of --bootstrap-server or --zookeeper must be specified",
+                           out)
+    if not (args.zookeeper or args.bootstrap_server):
         return usage_error(parser, 'Missing required argument "[zookeeper]"', out)
     try:
+        if args.bootstrap_server:
+            topics_over_api.run(chosen[0], args, out)
+            return 0
         with ZkAdmin(args.zookeeper) as admin:
             {"create": create, "list": list_topics, "describe": describe, "alter": alter,
              "delete": delete}[chosen[0]](admin, args, out)
@@ -206,7 +218,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         # /dev/null, or the interpreter's last flush would print the same error again.
         if out is sys.stdout:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (TopicCommandError, AdminOperationError, ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
+    except (TopicCommandError, topics_over_api.ApiCommandError, KafkaError, AdminOperationError,
+            ConfigError, ValueError, ZkNoNode, *ZK_UNAVAILABLE) as e:
         print(f"Error while executing topic command : {error_message(e)}", file=out)
         return 1
     return 0

@@ -135,6 +135,8 @@ class DataApis:
             entries = [(tp, fetch_entry(tp, PartitionRead(ErrorCode.INVALID_REQUEST)))
                        for tp in dict.fromkeys(tp for tp, _, _ in wanted)]
             return self._fetch_response(entries, version)
+        if replica_id >= 0 and version >= 5:
+            self._follower_log_starts(request, replica_id)
         now = now_ms()   # one clock read: the session's last use, the followers' fetch time
         context = self._fetch_context(request, version, wanted, now)
         if context.error:
@@ -173,6 +175,15 @@ class DataApis:
         elif context.new_session:
             session_id = self.fetch_sessions.open(context, replica_id, entries, now)
         return self._fetch_response(entries, version, session_id=session_id)
+
+    def _follower_log_starts(self, request: dict[str, Any], replica_id: int) -> None:
+        """The log starts a follower reports (only for the partitions it lists: in an
+        incremental fetch, those whose position, log start included, moved)."""
+        for topic in request["topics"]:
+            for part in topic["partitions"]:
+                p = self.replicas.get(TopicPartition(topic["topic"], part["partition"]))
+                if p is not None and p.is_leader:
+                    p.on_follower_log_start(replica_id, part["log_start_offset"])
 
     def _fetch_context(self, request: dict[str, Any], version: int, wanted: list[PartitionFetch],
                        now: int) -> FetchContext:

@@ -69,12 +69,19 @@ class DeferredLogWrites:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def finish(self) -> int:
+    def finish(self, pause: Callable[[], bool] = lambda: False) -> int:
         """Do the queued work (yielding to the loop between slices); returns how many logs
-        had any.  Logs queued meanwhile wait for the next call."""
+        had any.  Logs queued meanwhile wait for the next call, and so do the chunks left
+        when ``pause()`` turns true between two chunks (a LeaderAndIsr came: see
+        ``ReplicaManager.finish_deferred_writes``)."""
         waiting, self._waiting = list(self._waiting.values()), {}
         done = 0
         for i in range(0, len(waiting), CHUNK):
+            if i and pause():
+                for lg in waiting[i:]:
+                    # A log queued meanwhile under the same partition is the newer one.
+                    self._waiting.setdefault(lg.tp, lg)
+                break
             done += self._finish_chunk(waiting[i:i + CHUNK])
         return done
 

@@ -4,13 +4,14 @@ A partition that a request names may not be here: it never was (the client's
 metadata is stale, or the topic does not exist), or it just left (StopReplica,
 a topic deletion).  The answer tells the two apart with the cluster metadata, as
 Kafka's ReplicaManager.getPartitionOrError does: NOT_LEADER_FOR_PARTITION if the
-topic exists, so that the client refreshes its metadata and retries elsewhere,
-else UNKNOWN_TOPIC_OR_PARTITION.
+metadata knows the partition, so that the client refreshes its metadata and
+retries elsewhere, else UNKNOWN_TOPIC_OR_PARTITION (also for a partition number
+beyond an existing topic's).
 
->>> hosted = HostedPartitions({}, topic_exists=lambda topic: topic == "known")
+>>> hosted = HostedPartitions({}, partition_exists=lambda tp: tp == TopicPartition("known", 0))
 >>> hosted.get_or_error(TopicPartition("known", 0))
 (None, <ErrorCode.NOT_LEADER_FOR_PARTITION: 6>)
->>> hosted.get_or_error(TopicPartition("gone", 0))
+>>> hosted.get_or_error(TopicPartition("known", 9))
 (None, <ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 3>)
 """
 from __future__ import annotations
@@ -24,11 +25,11 @@ from kafka_ha.protocol.errors import ErrorCode
 
 class HostedPartitions:
     def __init__(self, partitions: dict[TopicPartition, Partition],
-                 topic_exists: Callable[[str], bool]) -> None:
+                 partition_exists: Callable[[TopicPartition], bool]) -> None:
         # The replica manager's own dict, not a copy: LeaderAndIsr and StopReplica
         # add and remove partitions while requests are served.
         self._partitions = partitions
-        self._topic_exists = topic_exists
+        self._partition_exists = partition_exists
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -42,5 +43,5 @@ class HostedPartitions:
 
     def not_hosted_error(self, tp: TopicPartition) -> int:
         """The error for a partition this broker has no replica of (see the module docstring)."""
-        known = self._topic_exists(tp.topic)
+        known = self._partition_exists(tp)
         return ErrorCode.NOT_LEADER_FOR_PARTITION if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -11,6 +11,7 @@ group coordinator looks at what it leads); the group APIs to the coordinator
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Callable, NamedTuple
 
 from kafka_ha.broker.controller_requests import CONTROLLER_APIS, ControllerRequestGuard
@@ -24,6 +25,7 @@ from kafka_ha.protocol.primitives import ProtocolError, Reader
 from kafka_ha.protocol.server import client_address
 
 log = logging.getLogger(__name__)
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 ApiHandler = Callable[[dict[str, Any], RequestHeader], dict[str, Any] | None]
 
 
@@ -125,6 +127,10 @@ class KafkaApis:
     def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         keys = [{"api_key": int(k), "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in ADVERTISED_VERSIONS.items() if k in self.apis]
+        if version >= 3 and not all(_SOFTWARE_NAME.fullmatch(body[field]) for field in (
+                "client_software_name", "client_software_version")):
+            # KIP-511: a name or version outside [a-zA-Z0-9.-] is refused, as Kafka does.
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
         return {"error_code": ErrorCode.NONE, "api_keys": keys, "throttle_time_ms": 0}
 
     def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -139,7 +145,7 @@ class KafkaApis:
                 self._auto_create(missing)
         response = self.metadata.metadata_response(topics)
         if version >= 2:
-            response["cluster_id"] = None          # nullable: this broker does not read /cluster/id
+            response["cluster_id"] = self.metadata.cluster_id
         if version >= 3:
             response["throttle_time_ms"] = 0
         if topics and auto_create:

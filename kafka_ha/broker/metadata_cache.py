@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gevent.event import Event
+
 from kafka_ha.model import LEADER_DURING_DELETE, BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.partition_states import from_wire
@@ -26,9 +28,11 @@ class MetadataCache:
         self.broker_id = broker_id
         self.controller_id = -1
         self.controller_epoch = 0
+        self.cluster_id: str | None = None   # /cluster/id, read at start-up (Metadata v2+)
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
         self._being_deleted: set[TopicPartition] = set()
+        self._updated = Event()   # set (and replaced) by each accepted UpdateMetadata
 
     def update(self, request: dict[str, Any], version: int, correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
@@ -54,7 +58,18 @@ class MetadataCache:
                            "epoch %d: %d partitions, live brokers %s", self.broker_id,
                            correlation_id, controller, epoch, len(request["partition_states"]),
                            sorted(self.brokers))
+        updated, self._updated = self._updated, Event()
+        updated.set()
         return {"error_code": ErrorCode.NONE}
+
+    def knows(self, tp: TopicPartition) -> bool:
+        """Whether the controller's latest metadata has this partition."""
+        return tp.partition in self.partitions.get(tp.topic, ())
+
+    def wait_for_update(self, timeout_s: float) -> None:
+        """Return at the next accepted UpdateMetadata, or after ``timeout_s``: admin requests
+        that wait for their topics to show (broker/topic_admin_apis.py) wake at once."""
+        self._updated.wait(timeout_s)
 
     def being_deleted(self, tp: TopicPartition) -> bool:
         """Announced with leader -2 and not published again since."""

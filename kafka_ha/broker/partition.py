@@ -234,6 +234,20 @@ class Partition:
         if self.high_watermark < self.log.log_end_offset and self._maybe_advance_hw():
             self._notify(appended=False)
 
+    def on_follower_log_start(self, replica_id: int, log_start_offset: int) -> None:
+        """A follower's fetch reported its log start (Fetch v5+)."""
+        follower = self.followers.get(replica_id)
+        if follower is not None and log_start_offset >= 0:
+            follower.log_start_offset = log_start_offset
+
+    @property
+    def low_watermark(self) -> int:
+        """The lowest log start of the leader and its live followers (Kafka's
+        lowWatermarkIfLeader): records below it are gone from every live replica."""
+        starts = [self.log.log_start_offset] + [
+            max(f.log_start_offset, 0) for b, f in self.followers.items() if self._is_live(b)]
+        return min(starts)
+
     def _join_written(self, replica_id: int, leader_epoch: int) -> None:
         """An ISR expansion written (or not) for ``leader_epoch`` is over.  Once a newer
         epoch began, ``joining`` is that epoch's: a follower may be joining it with a
@@ -350,7 +364,7 @@ class Partition:
         self.truncations += 1
         with self._writing("truncating"):
             self.log.truncate_fully_and_start_at(offset)
-        self.producers.truncated(self.log.log_end_offset)
+        self.producers.truncated(self.log.log_end_offset, fully=True)
         self.high_watermark = offset
         self._notify()
 

@@ -42,6 +42,7 @@ class ProducerBatch(NamedTuple):
     producer_epoch: int
     base_sequence: int
     record_count: int
+    timestamp: int = -1     # the batch's max timestamp
 
     @property
     def last_sequence(self) -> int:
@@ -56,6 +57,7 @@ class BatchMetadata(NamedTuple):
     last_sequence: int
     first_offset: int
     last_offset: int
+    timestamp: int = -1
 
 
 class Decision(NamedTuple):
@@ -139,6 +141,14 @@ class ProducerStates:
     def batches(self, producer_id: int) -> tuple[BatchMetadata, ...]:
         return tuple(self._producers.get(producer_id, ()))
 
+    def last_batches(self) -> Iterable[tuple[int, BatchMetadata]]:
+        """Each producer id and its last batch (what a snapshot keeps)."""
+        return ((pid, entry[-1]) for pid, entry in self._producers.items())
+
+    def load(self, producer_id: int, last: BatchMetadata) -> None:
+        """A producer as a snapshot remembers it: its last batch only."""
+        self._producers[producer_id] = deque((last,), maxlen=MAX_CACHED_BATCHES)
+
     def check_all(self, batches: list[ProducerBatch]) -> Decision:
         """The decision for a record set's batches, taken in order as if each earlier
         one were appended: the first error refuses them all, and the first duplicate
@@ -169,6 +179,23 @@ class ProducerStates:
         for batch, first_offset in appended:
             self.record(batch, first_offset)
 
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Forget the producers whose last batch is ``max_idle_ms`` old or older (by its
+        timestamp; one without a timestamp stays); returns how many went.  A forgotten
+        producer's next batch gets UNKNOWN_PRODUCER_ID unless it starts at sequence 0.
+
+        >>> states = ProducerStates()
+        >>> states.record(ProducerBatch(1, 0, 0, 1, timestamp=1000), 0)
+        >>> states.record(ProducerBatch(2, 0, 0, 1, timestamp=5000), 1)
+        >>> states.expire(now_ms=6000, max_idle_ms=5000), len(states)
+        (1, 1)
+        """
+        idle = [pid for pid, entry in self._producers.items()
+                if 0 <= entry[-1].timestamp <= now_ms - max_idle_ms]
+        for pid in idle:
+            del self._producers[pid]
+        return len(idle)
+
     def truncate(self, log_end_offset: int) -> bool:
         """Forget the batches at or beyond ``log_end_offset`` (the log was truncated).
 
@@ -190,7 +217,7 @@ class ProducerStates:
 
 def _metadata(batch: ProducerBatch, first_offset: int) -> BatchMetadata:
     return BatchMetadata(batch.producer_epoch, batch.base_sequence, batch.last_sequence,
-                         first_offset, first_offset + batch.record_count - 1)
+                         first_offset, first_offset + batch.record_count - 1, batch.timestamp)
 
 
 def _with_batch(cached: tuple[BatchMetadata, ...], new: BatchMetadata) -> tuple[BatchMetadata, ...]:

@@ -5,20 +5,23 @@ The decisions are :mod:`producer_state`'s; this module finds the idempotent
 batches in record sets and log segments (their v2 headers only, no record is
 decoded) and decides when the state must be rebuilt.
 
-Building: the state is built by scanning the headers of every batch in the log
-the first time a leader needs it (the first idempotent batch it is asked to
-append), so a broker that starts, or a follower that becomes leader, knows every
-producer whose batches its log holds.  Until then nothing is kept, and a
-follower's appends cost nothing.  Kafka also writes producer-state snapshots
-(``<offset>.snapshot``) to bound this scan; they are not written here yet, so
-the scan covers the whole log (about 5 us a batch).  It pauses for the event
-loop every slice (``cooperative.yielding``): appends that happen meanwhile are
-picked up by a last pass over the log's tail, which does not pause, and a
-truncation meanwhile starts the scan over.  Other greenlets that need the state
-wait for the one building it.
+Building: the state is built the first time a leader needs it (the first
+idempotent batch it is asked to append), so a broker that starts, or a follower
+that becomes leader, knows every producer its log (or its snapshots) remembers.
+Until then nothing is kept, and a follower's appends cost nothing.  A build
+starts from the newest producer snapshot at or below the log end
+(:mod:`producer_snapshots`, written at each segment roll and at a clean
+shutdown) and scans the headers of the batches from there (about 5 us a
+batch), so producers outlive the segments that held their batches.  The scan
+pauses for the event loop every slice (``cooperative.yielding``): appends that
+happen meanwhile are picked up by a last pass over the log's tail, which does
+not pause, and a truncation meanwhile starts the build over.  Other greenlets
+that need the state wait for the one building it.
 
-Truncation keeps what is below the new log end; when a producer loses every
-cached batch, the state is dropped and rebuilt at the next need.
+Truncation keeps what is below the new log end, and removes the snapshots
+beyond it; when a producer loses every cached batch, the state is dropped and
+rebuilt at the next need.  A log emptied to start at a new offset (a follower
+behind its leader's log start) forgets every producer and snapshot.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from typing import Iterable, Iterator, Protocol
 
 from gevent.lock import Semaphore
 
+from kafka_ha.broker.producer_snapshots import SnapshotFiles
 from kafka_ha.broker.producer_state import APPEND, Decision, ProducerBatch, ProducerStates
 from kafka_ha.cooperative import yielding
 from kafka_ha.records.format import MAGIC_V2
@@ -36,13 +40,17 @@ log = logging.getLogger(__name__)
 
 
 class HeaderScannable(Protocol):
+    dir: str
+    log_end_offset: int
+    active_segment_base_offset: int
+
     def headers(self, from_offset: int = 0) -> Iterator[Entry]: ...
 
 
 def idempotent_batches(entries: Iterable[Entry]) -> list[tuple[ProducerBatch, int]]:
     """``(batch, first offset)`` of each v2 batch with a producer id, in order."""
-    return [(ProducerBatch(e.producer_id, e.producer_epoch, e.base_sequence, e.record_count),
-             e.first_offset)
+    return [(ProducerBatch(e.producer_id, e.producer_epoch, e.base_sequence, e.record_count,
+                           e.max_timestamp), e.first_offset)
             for e in entries if e.magic == MAGIC_V2 and e.producer_id >= 0]
 
 
@@ -53,7 +61,7 @@ def unassigned_idempotent_batches(entries: Iterable[Entry]) -> list[tuple[Produc
     for e in entries:
         if e.producer_id >= 0:
             out.append((ProducerBatch(e.producer_id, e.producer_epoch, e.base_sequence,
-                                      e.record_count), relative))
+                                      e.record_count, e.max_timestamp), relative))
         relative += e.record_count
     return out
 
@@ -65,6 +73,9 @@ class LogProducers:
         self._states: ProducerStates | None = None   # None: not built (or dropped)
         self._building = Semaphore()
         self._truncations = 0
+        self._snapshots = SnapshotFiles(lambda: log_.dir, name)
+        # The active segment when the last snapshot was taken: a new one means a roll.
+        self._snapshot_segment = -1
 
     def states(self) -> ProducerStates:
         """The state, built first if there is none (which may pause for the event loop:
@@ -78,10 +89,15 @@ class LogProducers:
     def _rebuilt(self) -> ProducerStates:
         while True:
             truncations = self._truncations
-            states, next_offset, batches = ProducerStates(), 0, 0
-            for entry in yielding(self._log.headers()):
+            start, states = next(self._snapshots.newest(self._log.log_end_offset), (0, None))
+            if self._truncations != truncations:        # the snapshot may be beyond the end now
+                continue
+            states, next_offset, batches = states or ProducerStates(), start, 0
+            for entry in yielding(self._log.headers(start)):
                 if self._truncations != truncations:
                     break
+                if entry.last_offset < start:           # the scan may begin a little early
+                    continue
                 states.record_all(idempotent_batches((entry,)))
                 next_offset, batches = entry.last_offset + 1, batches + 1
             if self._truncations != truncations:
@@ -91,8 +107,10 @@ class LogProducers:
                 if entry.last_offset >= next_offset:
                     states.record_all(idempotent_batches((entry,)))
                     batches += 1
-            log.info("%s: rebuilt the state of %d producers from the %d batches of the log",
-                     self._name, len(states), batches)
+            log.info("%s: rebuilt the state of %d producers from %s and the %d batches after it",
+                     self._name, len(states), f"the snapshot at {start}" if start else "the log start",
+                     batches)
+            self._snapshot_segment = self._log.active_segment_base_offset
             return states
 
     def check(self, records) -> tuple[Decision, list[tuple[ProducerBatch, int]]]:
@@ -112,17 +130,50 @@ class LogProducers:
 
     def appended(self, batches: list[tuple[ProducerBatch, int]], first_offset: int) -> None:
         """The leader wrote the record set :meth:`check` saw from ``first_offset``."""
-        if not batches or self._states is None:
+        if self._states is None:
             return
         for batch, relative in batches:
             self._states.record(batch, first_offset + relative)
+        self._snapshot_on_roll()
 
     def appended_as_follower(self, records) -> None:
         """A follower wrote the leader's entries (their offsets are assigned)."""
         if self._states is not None:
             self._states.record_all(idempotent_batches(iter_entries(records)))
+            self._snapshot_on_roll()
 
-    def truncated(self, log_end_offset: int) -> None:
+    def _snapshot_on_roll(self) -> None:
+        # The state holds every batch below the log end: a snapshot there is sound.
+        active = self._log.active_segment_base_offset
+        if active != self._snapshot_segment:
+            self._snapshot_segment = active
+            self._snapshots.write(self._log.log_end_offset, self._states)
+
+    def truncated(self, log_end_offset: int, fully: bool = False) -> None:
+        """The log was cut back to ``log_end_offset``; ``fully``: emptied, to start there."""
         self._truncations += 1
+        if fully:
+            self._states = None
+            self._snapshots.remove_all()
+            return
+        self._snapshots.remove_above(log_end_offset)
         if self._states is not None and not self._states.truncate(log_end_offset):
             self._states = None
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Forget idle producers (:meth:`ProducerStates.expire`); returns how many went."""
+        return 0 if self._states is None else self._states.expire(now_ms, max_idle_ms)
+
+    def snapshot(self) -> None:
+        """Write the state (if built) at the log end, as a clean shutdown does; returns at
+        once (see :meth:`settle`)."""
+        if self._states is not None:
+            self._snapshots.write(self._log.log_end_offset, self._states)
+
+    def settle(self) -> None:
+        """Wait for the snapshot file work asked for so far."""
+        self._snapshots.settle()
+
+    def close(self) -> None:
+        self.snapshot()
+        self.settle()

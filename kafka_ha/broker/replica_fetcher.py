@@ -209,16 +209,18 @@ class ReplicaFetcher:
                 self.fetching.discard(tp)
                 continue
             # The leader epoch is part of the position: a new one is sent even in an
-            # incremental fetch, so the leader checks the current one (KIP-320).
-            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes, p.leader_epoch), p
+            # incremental fetch, so the leader checks the current one (KIP-320).  So is
+            # the log start: the leader's DeleteRecords waits to see it move (KIP-107).
+            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes, p.leader_epoch,
+                                          p.log.log_start_offset), p
         if not wanted:
             return
         session_id, epoch, changed, forgotten = self._session.build(wanted)
         by_topic: dict[str, list[dict]] = {}
-        for tp, (offset, max_bytes, leader_epoch) in changed:
+        for tp, (offset, max_bytes, leader_epoch, log_start) in changed:
             by_topic.setdefault(tp.topic, []).append(
                 {"partition": tp.partition, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
-                 "log_start_offset": partitions[tp].log.log_start_offset, "partition_max_bytes": max_bytes})
+                 "log_start_offset": log_start, "partition_max_bytes": max_bytes})
         forgotten_by_topic: dict[str, list[int]] = {}
         for tp in forgotten:
             forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)

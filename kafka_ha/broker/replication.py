@@ -21,6 +21,9 @@ class FollowerState:
     # caught up as of that earlier time
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    # the follower's log start as its fetches report it (Fetch v5+; -1 until one does):
+    # the partition's low watermark, which DeleteRecords waits on, is the lowest of all
+    log_start_offset: int = -1
 
 
 def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int,

@@ -16,6 +16,8 @@ from gevent.event import Event
 
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
+from kafka_ha.broker.config_admin_apis import ConfigAdminApis
+from kafka_ha.broker.admin_election_apis import AdminElectionApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
@@ -25,6 +27,7 @@ from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis, by_version
+from kafka_ha.broker.log_admin_apis import LogAdminApis
 from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.log_loading import load_logs
 from kafka_ha.broker.metadata_cache import MetadataCache
@@ -32,6 +35,7 @@ from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.broker.startup_retry import until_zookeeper_answers
+from kafka_ha.broker.topic_admin_apis import TopicAdminApis
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
@@ -44,10 +48,11 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.memory_pool import RequestMemoryPool
 from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
+from kafka_ha.zk.admin_store import AdminStore
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.controller_store import ControllerStore
-from kafka_ha.zk.errors import ZkNodeExists
+from kafka_ha.zk.errors import MalformedZnode, ZkNodeExists
 from kafka_ha.zk.producer_id_store import ProducerIdBlockStore
 
 log = logging.getLogger(__name__)
@@ -100,7 +105,7 @@ class KafkaServer:
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
                                               being_deleted=self.metadata.being_deleted,
-                                              topic_exists=lambda t: t in self.metadata.partitions)
+                                              partition_exists=self.metadata.knows)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),
@@ -123,6 +128,7 @@ class KafkaServer:
                                  self._auto_create_topics, self._controlled_shutdown_request, guard)
         producer_ids = ProducerIdManager(self.broker_id, ProducerIdBlockStore(self.zk).claim_next_block)
         self.handler.apis[ApiKey.INIT_PRODUCER_ID] = by_version(InitProducerIdApi(producer_ids).handle)
+        self._add_admin_apis()
         self.replica_manager.start_tasks()
         if cfg["log.cleaner.enable"]:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
@@ -132,16 +138,46 @@ class KafkaServer:
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
                                 gevent.sleep)
+        self.metadata.cluster_id = until_zookeeper_answers("reading the cluster id", self._cluster_id,
+                                                           gevent.sleep)
         self.controller = KafkaController(cfg, ControllerStore(self.zk, self.broker_id),
                                           registration.register)
         self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
         log.info("[Kafka Server %d], started", self.broker_id)
 
+    def _add_admin_apis(self) -> None:
+        """The admin requests: topics (topic_admin_apis), configs and logs (config_admin_apis,
+        log_admin_apis), elections and reassignments (admin_election_apis)."""
+        topics = TopicAdminApis(ZkAdmin(client=self.zk), self.metadata, self._is_controller,
+                                self.config["delete.topic.enable"])
+        self.handler.apis.update({key: by_version(handler) for key, handler in topics.handlers().items()})
+        configs = ConfigAdminApis(self.broker_id, ZkAdmin(client=self.zk), self.topic_configs)
+        logs = LogAdminApis(self.replica_manager.hosted, self.log_manager,
+                            self.replica_manager.checkpoint_log_start_offsets)
+        self.handler.apis.update({
+            ApiKey.DESCRIBE_CONFIGS: by_version(configs.describe_configs),
+            ApiKey.ALTER_CONFIGS: by_version(configs.alter_configs),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: by_version(configs.incremental_alter_configs),
+            ApiKey.DELETE_RECORDS: by_version(logs.delete_records),
+            ApiKey.DESCRIBE_LOG_DIRS: by_version(logs.describe_log_dirs),
+        })
+        elections = AdminElectionApis(self._controller_context, AdminStore(self.zk))
+        self.handler.apis.update({key: by_version(handler)
+                                  for key, handler in elections.handlers().items()})
+
     def _connect(self):
         cfg = self.config
         return connect(cfg["zookeeper.connect"], cfg.session_timeout_ms,
                        cfg["zookeeper.connection.timeout.ms"] or None)
+
+    def _controller_context(self):
+        """The active controller's context on the controller broker, else None."""
+        term = self.controller.term if self.controller is not None else None
+        return term.ctx if term is not None else None
+
+    def _is_controller(self) -> bool:
+        return self.controller is not None and self.controller.active
 
     def _handle(self, header, reader):
         return self.handler.handle(header, reader)
@@ -182,6 +218,13 @@ class KafkaServer:
     def _create_topic(self, topic: str, replicas: dict, configs: dict) -> None:
         ZkAdmin(client=self.zk).create_topic(topic, replicas, configs)
 
+    def _cluster_id(self) -> str | None:
+        try:
+            return self.store.cluster_id()
+        except MalformedZnode as e:     # reported, never fatal: Metadata then has no cluster id
+            log.error("Broker %d cannot read the cluster id: %s", self.broker_id, e)
+            return None
+
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
         return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s)
@@ -202,14 +245,21 @@ class KafkaServer:
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)
+        if self.replica_manager is not None:
+            # Before anything that can hold the loop: the answers waiting on partitions
+            # the controller just moved go out now (ReplicaManager.stop_leading).
+            self.replica_manager.stop_leading()
+        if self.listener is not None:
+            # Then no client waits on this broker any more: Metadata asked of it during the
+            # log flush below was answered only at the exit (issue 23).
+            self.listener.stop(timeout=0)
+            self.listener.close_connections()
         if self.config_watcher is not None:
             self.config_watcher.stop()
         if self.controller is not None:
             self.controller.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.stop()
-        if self.listener is not None:
-            self.listener.stop(timeout=2)
         if self.log_cleaner is not None:
             self.log_cleaner.stop()
         if self.replica_manager is not None:

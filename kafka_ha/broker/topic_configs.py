@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from kafka_ha.config import BrokerConfig, ConfigError, broker_roll_ms, topic_setting, validate_topic_config
+from kafka_ha.config import (
+    TOPIC_CONFIG_DEFAULTS, BrokerConfig, ConfigError, broker_roll_ms, topic_setting, validate_topic_config)
 from kafka_ha.log.config import LogConfig
 from kafka_ha.zk.broker_store import BrokerStore
 from kafka_ha.zk.errors import MalformedZnode, ZkError
@@ -56,6 +57,14 @@ class TopicConfigs:
 
     def max_message_bytes(self, topic: str) -> int:
         return self.setting(topic, "max.message.bytes")
+
+    def default_values(self) -> dict[str, object]:
+        """Each topic config's value for a topic without overrides (the broker's defaults,
+        as :meth:`log_config` derives them), by Kafka name."""
+        defaults = self.log_config(None)
+        return {name: (getattr(defaults, name.replace(".", "_")) if hasattr(defaults, name.replace(".", "_"))
+                       else topic_setting(name, {}, self.broker))
+                for name in TOPIC_CONFIG_DEFAULTS}
 
     def log_config(self, topic: str | None) -> LogConfig:
         """A topic's log settings: its overrides, else the broker's defaults (None: the defaults)."""

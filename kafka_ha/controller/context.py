@@ -25,6 +25,9 @@ class ControllerContext:
         self.deleting_topics: set[str] = set()
         # partition -> requested replicas, while a reassignment is in progress
         self.reassignments: dict[TopicPartition, tuple[int, ...]] = {}
+        # partition -> its replicas when this controller took up its reassignment
+        # (ListPartitionReassignments derives adding/removing replicas from them)
+        self.reassignment_origins: dict[TopicPartition, tuple[int, ...]] = {}
         # topic -> partitions, kept in step with assignments for per-topic work
         self._by_topic: dict[str, set[int]] = defaultdict(set)
         # broker -> partitions it has a replica of
@@ -63,6 +66,7 @@ class ControllerContext:
             self.states.pop(tp, None)
             self.unusable.discard(tp)
             self.reassignments.pop(tp, None)
+            self.reassignment_origins.pop(tp, None)
         self.topic_configs.pop(topic, None)
 
     def outside_deletion(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:

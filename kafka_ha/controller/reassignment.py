@@ -53,6 +53,7 @@ class Reassignment:
                 rejected.append(tp)
             else:
                 ctx.reassignments[tp] = tuple(replicas)
+                ctx.reassignment_origins[tp] = ctx.assignments[tp]
                 log.info("Reassignment of partition %s from %s to %s requested", tp,
                          list(ctx.assignments[tp]), list(replicas))
         self._remove_from_znode(rejected)
@@ -138,6 +139,7 @@ class Reassignment:
         batch.send(term.channel)
         term.reassignments_started.discard(tp)
         del ctx.reassignments[tp]
+        ctx.reassignment_origins.pop(tp, None)
         log.info("Reassignment of partition %s to %s completed", tp, list(rar))
         return True
 

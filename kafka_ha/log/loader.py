@@ -40,6 +40,8 @@ from .segment import LogSegment
 log = logging.getLogger(__name__)
 
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Producer-state snapshots, which the broker keeps beside the segments (broker/producer_snapshots.py).
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
 
 
@@ -57,7 +59,7 @@ def _remove_leftovers(dir: str) -> list[int]:
         if name.endswith((".tmp", ".deleted")) or orphan_index:
             log.info("removing leftover file %s", os.path.join(dir, name))
             os.unlink(os.path.join(dir, name))
-        elif not m and name != EPOCH_CHECKPOINT:
+        elif not m and name != EPOCH_CHECKPOINT and not name.endswith(PRODUCER_SNAPSHOT_SUFFIX):
             log.warning("ignoring unexpected file %s in log directory", os.path.join(dir, name))
     return sorted(logs)
 

@@ -148,6 +148,10 @@ class Log:
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
 
+    @property
+    def active_segment_base_offset(self) -> int:
+        return self._bases[-1]
+
     def latest_epoch(self) -> int:
         return self.epoch_cache.latest_epoch
 

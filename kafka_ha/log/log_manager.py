@@ -140,6 +140,9 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._dir_of.get(tp)
+
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
@@ -197,10 +200,20 @@ class LogManager:
         could not see in the segment files (as Kafka, those above their log's first segment)."""
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT,
                             {tp: lg.recovery_point for tp, lg in self._logs.items()})
-        self._write_per_dir(LOG_START_CHECKPOINT,
-                            {tp: lg.log_start_offset for tp, lg in self._logs.items()
-                             if lg.log_start_offset > lg.segment_base_offsets()[0]})
+        for path, offsets in self.log_start_checkpoints().items():
+            OffsetCheckpointFile(path).write(offsets)
         self._deleted_since_checkpoint.clear()
+
+    def log_start_checkpoints(self) -> dict[str, dict[TopicPartition, int]]:
+        """Each directory's ``log-start-offset-checkpoint`` path and what it should hold now:
+        the log start offsets that a restart could not see in the segment files (as Kafka,
+        those above their log's first segment).  Apart from the writing, so that a caller
+        can write them off its event loop."""
+        starts = {tp: lg.log_start_offset for tp, lg in self._logs.items()
+                  if lg.log_start_offset > lg.segment_base_offsets()[0]}
+        return {os.path.join(log_dir, LOG_START_CHECKPOINT):
+                {tp: off for tp, off in starts.items() if self._dir_of.get(tp) == log_dir}
+                for log_dir in self.log_dirs}
 
     def _write_per_dir(self, file_name: str, offsets: Mapping[TopicPartition, int]) -> None:
         for log_dir in self.log_dirs:

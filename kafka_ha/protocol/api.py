@@ -2,21 +2,24 @@
 
 Layouts follow Kafka's message definitions field for field (snake_case names as
 in its ``common/message/*.json``).  ``records`` fields stay opaque
-``NULLABLE_BYTES``: the record formats are decoded elsewhere.  None of these
-versions is flexible, so every response uses header v0 and every request header
-v1 except ControlledShutdown v0.
+``NULLABLE_BYTES``: the record formats are decoded elsewhere.  Versions from an
+API's ``FLEXIBLE_FROM`` on are flexible (KIP-482): request header v2, response
+header v1 (except ApiVersions, always v0), compact lengths and tagged fields.
 """
 from __future__ import annotations
 
 import enum
 
+from kafka_ha.protocol.config_admin_api import CONFIG_ADMIN_SCHEMAS
 from kafka_ha.protocol.group_apis import GROUP_SCHEMAS
 from kafka_ha.protocol.produce_api import (
     INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE, INIT_PRODUCER_ID_VERSIONS, PRODUCE_VERSIONS,
     produce_request, produce_response)
+from kafka_ha.protocol.admin_election_api import ADMIN_ELECTION_SCHEMAS
 from kafka_ha.protocol.schema import (
-    BOOLEAN, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
-    Array, Struct)
+    BOOLEAN, COMPACT_STRING, INT8, INT16, INT32, INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING,
+    Array, CompactArray, Struct)
+from kafka_ha.protocol.topic_admin_api import TOPIC_ADMIN_SCHEMAS
 
 
 class ApiKey(enum.IntEnum):
@@ -38,9 +41,21 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    DELETE_RECORDS = 21
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+    ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 Schemas = dict[tuple[ApiKey, int], Struct]
@@ -61,6 +76,16 @@ _API_VERSIONS_V0 = Struct(("error_code", INT16), ("api_keys", Array(_API_VERSION
 _define(ApiKey.API_VERSIONS, range(0, 1), Struct(), _API_VERSIONS_V0)
 _define(ApiKey.API_VERSIONS, range(1, 3), Struct(), Struct(
     *_API_VERSIONS_V0.fields, ("throttle_time_ms", INT32)))
+# v3 (KIP-511) is flexible: the client names its software; the response's
+# optional tagged fields (features, KIP-584) are left out.
+_define(ApiKey.API_VERSIONS, range(3, 4),
+        Struct(("client_software_name", COMPACT_STRING), ("client_software_version", COMPACT_STRING),
+               tagged=True),
+        Struct(("error_code", INT16),
+               ("api_keys", CompactArray(Struct(*_API_VERSION_RANGE.fields, tagged=True))),
+               ("throttle_time_ms", INT32), tagged=True))
+# The first flexible version of each API that has one.
+FLEXIBLE_FROM: dict[ApiKey, int] = {ApiKey.API_VERSIONS: 3}
 
 # -- Metadata (3) -------------------------------------------------------------
 
@@ -291,6 +316,26 @@ for (_key, _version), (_request, _response) in GROUP_SCHEMAS.items():
     _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
 del _key, _version, _request, _response
 
+# -- Topic admin APIs (19, 20, 37): their own module ---------------------------
+
+for (_key, _version), (_request, _response) in TOPIC_ADMIN_SCHEMAS.items():
+    _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
+del _key, _version, _request, _response
+
+# -- Config and log admin APIs (21, 32, 33, 35, 44): their own module ----------
+
+for (_key, _version), (_request, _response) in CONFIG_ADMIN_SCHEMAS.items():
+    _define(ApiKey(_key), range(_version, _version + 1), _request, _response)
+del _key, _version, _request, _response
+
+# -- ElectLeaders (43), Alter/ListPartitionReassignments (45, 46) --------------
+
+for _key, (_versions, _flexible_from, _request_of, _response_of) in ADMIN_ELECTION_SCHEMAS.items():
+    for _v in _versions:
+        _define(ApiKey(_key), range(_v, _v + 1), _request_of(_v), _response_of(_v))
+    FLEXIBLE_FROM[ApiKey(_key)] = _flexible_from
+del _key, _versions, _flexible_from, _request_of, _response_of
+
 # -- Version table and headers -------------------------------------------------
 
 
@@ -316,13 +361,36 @@ def is_supported(api_key: int, api_version: int) -> bool:
     return (api_key, api_version) in REQUEST_SCHEMAS
 
 
-def request_header_version(api_key: int, api_version: int) -> int:
-    """0 (no client_id) for ControlledShutdown v0 only, 1 for everything else.
+def is_flexible(api_key: int, api_version: int) -> bool:
+    return api_version >= FLEXIBLE_FROM.get(api_key, 1 << 15)
 
-    >>> request_header_version(ApiKey.CONTROLLED_SHUTDOWN, 0), request_header_version(7, 1)
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 (tagged fields after client_id) for flexible versions, 0 (no client_id)
+    for ControlledShutdown v0, 1 for everything else.  Versions above any we
+    serve count as flexible where the API has flexible versions at all, as they
+    do in Kafka, so the header of an ApiVersions v4 request still parses.
+
+    >>> [request_header_version(*kv) for kv in ((ApiKey.CONTROLLED_SHUTDOWN, 0), (7, 1), (18, 3))]
+    [0, 1, 2]
+    """
+    if is_flexible(api_key, api_version):
+        return 2
+    return 0 if (api_key, api_version) == (ApiKey.CONTROLLED_SHUTDOWN, 0) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 (tagged fields after the correlation id) for flexible versions, else 0.
+
+    ApiVersions always answers with header v0: a client that sent a version we
+    do not know must still be able to read our UNSUPPORTED_VERSION answer.
+
+    >>> response_header_version(ApiKey.API_VERSIONS, 3), response_header_version(45, 0)
     (0, 1)
     """
-    return 0 if (api_key, api_version) == (ApiKey.CONTROLLED_SHUTDOWN, 0) else 1
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0
 
 
 def api_versions_entries() -> list[dict[str, int]]:

@@ -7,16 +7,20 @@ after validating the size.
 The request header is decoded without knowing whether the (key, version) is
 supported: its first four fields are the same in header v1 and v2, so the
 server can always learn the correlation id and answer or close properly.
+Flexible versions (KIP-482) add a tagged-field section after the client id
+(request header v2, whose client id stays a non-compact string) and after the
+correlation id (response header v1); ``api.py`` chooses the header versions.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 from kafka_ha.protocol.api import (
-    REQUEST_SCHEMAS, RESPONSE_SCHEMAS, ApiKey, request_header_version)
+    REQUEST_SCHEMAS, RESPONSE_SCHEMAS, ApiKey, request_header_version, response_header_version)
 from kafka_ha.protocol.errors import UnsupportedVersion
 from kafka_ha.protocol.file_region import FileRegions
 from kafka_ha.protocol.primitives import Buffer, ProtocolError, Reader, Writer
+from kafka_ha.protocol.schema import skip_tagged_fields
 
 _KNOWN_KEYS = {int(key): key for key in ApiKey}
 
@@ -54,8 +58,11 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
     writer.int16(api_key)
     writer.int16(api_version)
     writer.int32(correlation_id)
-    if request_header_version(api_key, api_version) >= 1:
+    header_version = request_header_version(api_key, api_version)
+    if header_version >= 1:
         writer.nullable_string(client_id)
+    if header_version >= 2:
+        writer.raw(b"\x00")  # no tagged fields
     schema.encode(writer, body)
     return _finish_frame(writer)
 
@@ -71,8 +78,11 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, Reader]:
     api_version = reader.int16()
     correlation_id = reader.int32()
     client_id = None
-    if request_header_version(api_key, api_version) >= 1:
+    header_version = request_header_version(api_key, api_version)
+    if header_version >= 1:
         client_id = reader.nullable_string()
+    if header_version >= 2:
+        skip_tagged_fields(reader)
     key = _KNOWN_KEYS.get(api_key, api_key)
     return RequestHeader(key, api_version, correlation_id, client_id), reader
 
@@ -92,7 +102,7 @@ def decode_request_body(header: RequestHeader, reader: Reader) -> dict[str, Any]
 
 def encode_response(correlation_id: int, api_key: int, api_version: int,
                     body: dict[str, Any]) -> bytes:
-    """A complete, size-prefixed response frame (response header v0).
+    """A complete, size-prefixed response frame.
 
     >>> encode_response(9, ApiKey.FIND_COORDINATOR, 0,
     ...     {"error_code": 15, "node_id": -1, "host": "", "port": -1}).hex()
@@ -116,6 +126,8 @@ def _response_writer(correlation_id: int, api_key: int, api_version: int,
     writer = Writer()
     writer.int32(0)
     writer.int32(correlation_id)
+    if response_header_version(api_key, api_version) >= 1:
+        writer.raw(b"\x00")  # no tagged fields
     schema.encode(writer, body)
     return writer
 
@@ -126,6 +138,8 @@ def decode_response(api_key: int, api_version: int,
     schema = _schema(RESPONSE_SCHEMAS, api_key, api_version)
     reader = Reader(frame)
     correlation_id = reader.int32()
+    if response_header_version(api_key, api_version) >= 1:
+        skip_tagged_fields(reader)
     body = schema.decode(reader)
     _check_consumed(reader, api_key, api_version, "response")
     return correlation_id, body

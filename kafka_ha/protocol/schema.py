@@ -115,33 +115,170 @@ class Array(Type):
         return decode
 
 
+# -- Flexible versions (KIP-482) ---------------------------------------------
+# Lengths and counts become unsigned varints holding length + 1 (0 is null), and
+# structs end with a tagged-field section: a varint count, then per field its
+# tag and size (varints, tags strictly increasing) and that many bytes.
+
+_MAX_VARINT_BYTES = 5  # an unsigned 32-bit value
+
+
+def write_unsigned_varint(writer: Writer, value: int) -> None:
+    """>>> w = Writer(); write_unsigned_varint(w, 300); w.getvalue().hex()
+    'ac02'
+    """
+    if not 0 <= value < 1 << 32:
+        raise ProtocolError(f"cannot encode {value!r} as an unsigned varint")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    writer.raw(out)
+
+
+def read_unsigned_varint(reader: Reader) -> int:
+    """>>> read_unsigned_varint(Reader(b"\\xac\\x02"))
+    300
+    """
+    value = shift = 0
+    for _ in range(_MAX_VARINT_BYTES):
+        byte = reader.raw(1)[0]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+    raise ProtocolError(f"unsigned varint longer than {_MAX_VARINT_BYTES} bytes")
+
+
+def skip_tagged_fields(reader: Reader) -> None:
+    """Read past a tagged-field section: no tag we serve has a meaning for us."""
+    count = read_unsigned_varint(reader)
+    if count > reader.remaining():
+        raise ProtocolError(f"tagged field count {count} exceeds the {reader.remaining()} bytes left")
+    previous = -1
+    for _ in range(count):
+        tag = read_unsigned_varint(reader)
+        if tag <= previous:
+            raise ProtocolError(f"tagged field {tag} out of order after {previous}")
+        previous = tag
+        reader.raw(read_unsigned_varint(reader))
+
+
+def _compact_length(reader: Reader, what: str, nullable: bool) -> int | None:
+    n = read_unsigned_varint(reader) - 1
+    if n == -1:
+        if nullable:
+            return None
+        raise ProtocolError(f"null {what} where it is not nullable")
+    return n
+
+
+def _write_compact_blob(writer: Writer, data: Buffer | None, what: str, nullable: bool) -> None:
+    if data is None:
+        if not nullable:
+            raise ProtocolError(f"null is not allowed for a non-nullable {what}")
+        writer.raw(b"\x00")
+        return
+    write_unsigned_varint(writer, len(data) + 1)
+    writer.raw(data)
+
+
+def _compact_string(nullable: bool) -> Type:
+    def encode(writer: Writer, value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise ProtocolError(f"expected str, got {type(value).__name__}")
+        _write_compact_blob(writer, None if value is None else value.encode("utf-8"),
+                            "string", nullable)
+
+    def decode(reader: Reader) -> str | None:
+        n = _compact_length(reader, "string", nullable)
+        if n is None:
+            return None
+        try:
+            return str(reader.raw(n), "utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"invalid UTF-8 in compact string: {exc}") from None
+    return Type("COMPACT_NULLABLE_STRING" if nullable else "COMPACT_STRING", encode, decode)
+
+
+def _compact_bytes(nullable: bool) -> Type:
+    def decode(reader: Reader) -> bytes | None:
+        n = _compact_length(reader, "bytes", nullable)
+        return None if n is None else bytes(reader.raw(n))
+    return Type("COMPACT_NULLABLE_BYTES" if nullable else "COMPACT_BYTES",
+                lambda w, v: _write_compact_blob(w, v, "bytes", nullable), decode)
+
+
+COMPACT_STRING = _compact_string(False)
+COMPACT_NULLABLE_STRING = _compact_string(True)
+COMPACT_BYTES = _compact_bytes(False)
+COMPACT_NULLABLE_BYTES = _compact_bytes(True)
+
+
+class CompactArray(Type):
+    """``COMPACT_ARRAY[T]``: a varint count + 1, then the items; 0 is null if ``nullable``."""
+
+    __slots__ = ("item", "nullable")
+
+    def __init__(self, item: Type, nullable: bool = False) -> None:
+        self.item, self.nullable = item, nullable
+        write_item, read_item = item.encode, item.decode
+
+        def encode(writer: Writer, items: Any) -> None:
+            if items is None:
+                _write_compact_blob(writer, None, "array", nullable)
+                return
+            write_unsigned_varint(writer, len(items) + 1)
+            for one in items:
+                write_item(writer, one)
+
+        def decode(reader: Reader) -> list | None:
+            count = _compact_length(reader, "array", nullable)
+            if count is None:
+                return None
+            # Every item takes at least one byte: a larger count is corrupt.
+            if count > reader.remaining():
+                raise ProtocolError(f"compact array count {count} exceeds the "
+                                    f"{reader.remaining()} bytes left")
+            return [read_item(reader) for _ in range(count)]
+        super().__init__(f"CompactArray({item!r}{', nullable=True' if nullable else ''})",
+                         encode, decode)
+
+
 class Struct(Type):
     """An ordered sequence of named fields, encoded back to back.
 
     Field names must be unique; a ``MissingFieldError`` (a ``KeyError``) or a
     ``ProtocolError`` raised while processing a nested field carries the full
-    dotted path of that field.
+    dotted path of that field.  ``tagged=True`` (flexible versions, KIP-482)
+    ends the struct with a tagged-field section: written empty, and on reading
+    every tag is skipped, since none we serve carries meaning for us.
     """
 
-    __slots__ = ("fields", "names")
+    __slots__ = ("fields", "names", "tagged")
 
-    def __init__(self, *fields: tuple[str, Type]) -> None:
+    def __init__(self, *fields: tuple[str, Type], tagged: bool = False) -> None:
         self.fields = tuple(fields)
         self.names = tuple(name for name, _ in fields)
+        self.tagged = tagged
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"duplicate field names in {self.names}")
         encoders = tuple((name, typ.encode) for name, typ in fields)
         decoders = tuple((name, typ.decode) for name, typ in fields)
         super().__init__(f"Struct{self.names}",
-                         self._make_encoder(encoders), self._make_decoder(decoders))
+                         self._make_encoder(encoders, tagged),
+                         self._make_decoder(decoders, tagged))
 
     @staticmethod
-    def _make_encoder(encoders: tuple[tuple[str, EncodeFn], ...]) -> EncodeFn:
+    def _make_encoder(encoders: tuple[tuple[str, EncodeFn], ...], tagged: bool) -> EncodeFn:
         def encode(writer: Writer, value: Any) -> None:
             name = "?"
             try:
                 for name, enc in encoders:
                     enc(writer, value[name])
+                if tagged:
+                    writer.raw(b"\x00")  # no tagged fields
             except MissingFieldError as exc:
                 raise MissingFieldError((name,) + exc.path) from None
             except KeyError:
@@ -158,13 +295,16 @@ class Struct(Type):
         return encode
 
     @staticmethod
-    def _make_decoder(decoders: tuple[tuple[str, DecodeFn], ...]) -> DecodeFn:
+    def _make_decoder(decoders: tuple[tuple[str, DecodeFn], ...], tagged: bool) -> DecodeFn:
         def decode(reader: Reader) -> dict[str, Any]:
             out: dict[str, Any] = {}
             name = "?"
             try:
                 for name, dec in decoders:
                     out[name] = dec(reader)
+                if tagged:
+                    name = "_tagged_fields"
+                    skip_tagged_fields(reader)
             except ProtocolError as exc:
                 exc.path = (name,) + exc.path
                 raise

@@ -92,6 +92,7 @@ class ProtocolServer:
         self.request_read_timeout_s = request_read_timeout_s
         self.max_connections_per_ip = max_connections_per_ip
         self._connections_per_ip: Counter[str] = Counter()
+        self._sockets: set[Any] = set()     # the open connections, for close_connections()
         self.log = logger or logging.getLogger(__name__)
         self._server = StreamServer((host, port), self._serve_connection)
 
@@ -106,8 +107,22 @@ class ProtocolServer:
                       self._server.server_host, self.server_port)
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop accepting; connection greenlets are killed after ``timeout``."""
+        """Stop accepting (open connections go on being served: see close_connections)."""
         self._server.stop(timeout)
+
+    def close_connections(self) -> None:
+        """End every open connection now; answers already sent stay delivered.
+
+        A stopping broker does this once it no longer leads anything, before its slow
+        part (flushing every log holds the loop for seconds): clients then see the
+        connection close and ask the other brokers, as when Kafka's socket server
+        stops first, instead of waiting on a broker that can no longer answer."""
+        for sock in list(self._sockets):
+            try:
+                # The reading greenlet wakes with an EOF and closes the socket itself.
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     # -- one connection -------------------------------------------------------
 
@@ -120,6 +135,7 @@ class ProtocolServer:
             sock.close()
             return
         self._connections_per_ip[ip] += 1
+        self._sockets.add(sock)
         gevent.getcurrent().kafka_client_address = ip
         deadline: list[float | None] = [None]   # set while a frame's body is being read
         answers: _Answers | None = None
@@ -189,6 +205,7 @@ class ProtocolServer:
         finally:
             if answers is not None:
                 answers.discard()
+            self._sockets.discard(sock)
             sock.close()
             self._connections_per_ip[ip] -= 1
             if not self._connections_per_ip[ip]:

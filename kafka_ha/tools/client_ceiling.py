@@ -131,11 +131,15 @@ class SinkProcess:
 
 # ---- the producer run ------------------------------------------------------------------
 
-def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str) -> dict[str, float]:
-    """One confluent-kafka producer, in this process: as fast as it goes, then flush."""
+def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str,
+                idempotence: bool = False, settings: dict | None = None) -> dict[str, float]:
+    """One confluent-kafka producer, in this process: as fast as it goes, then flush.
+    ``settings``: the producer's (default: CONFLUENT_SETTINGS)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **CONFLUENT_SETTINGS})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks,
+                         **(CONFLUENT_SETTINGS if settings is None else settings),
+                         "enable.idempotence": idempotence})
     producer.list_topics(topic, timeout=30)
     value = b"x" * size
     failed = []
@@ -165,11 +169,14 @@ def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str) 
             "producer_cpu_ms_per_mb": round(1000 * cpu / mb, 1), "seconds": round(elapsed, 2)}
 
 
-def produce_in_child(bootstrap: str, topic: str, records: int, size: int, acks: str) -> dict[str, float]:
+def produce_in_child(bootstrap: str, topic: str, records: int, size: int, acks: str,
+                     idempotence: bool = False, settings: dict | None = None) -> dict[str, float]:
     """``produce_run`` in a fresh process, so its threads compete with nothing of ours."""
     done = subprocess.run([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "produce",
                            "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
-                           "--record-size", str(size), "--acks", acks],
+                           "--record-size", str(size), "--acks", acks,
+                           *(["--idempotence"] if idempotence else []),
+                           *([] if settings is None else ["--settings", json.dumps(settings)])],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"confluent-kafka producer run failed: {done.stderr[-2000:]}")
@@ -260,12 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--records", type=int, default=200000)
     run.add_argument("--record-size", type=int, default=1024)
     run.add_argument("--acks", default="all")
+    run.add_argument("--idempotence", action="store_true", help="enable.idempotence=true")
+    run.add_argument("--settings", type=json.loads, default=None,
+                     help="the producer's settings as a JSON object (default: the data bench's)")
     args = p.parse_args(argv)
     if args.command == "sink":
         serve_sink(args.partitions)
         return 0
     print(json.dumps(produce_run(args.bootstrap, args.topic, args.records, args.record_size,
-                                 args.acks)), flush=True)
+                                 args.acks, args.idempotence, args.settings)), flush=True)
     return 0
 
 

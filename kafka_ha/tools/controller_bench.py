@@ -19,6 +19,7 @@ to ``--json`` (default bench-results/controller.json) and, as Markdown, to stdou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import socket
@@ -254,6 +255,24 @@ def start_ensemble(path: Path, attempts: int = 5) -> Ensemble:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def bench_cluster(work: Path, chroot: str, brokers: int = 3, overrides: dict | None = None):
+    """A real 3-node ZooKeeper ensemble and ``brokers`` broker processes (under ``work``,
+    the brokers in the chroot ``/<chroot>``), started for a benchmark and stopped after it."""
+    ensemble = start_ensemble(work / "zk")
+    cluster = None
+    try:
+        cluster = LocalCluster(work / "cluster", brokers=brokers,
+                               zk_connect=f"{ensemble.connect_string}/{chroot}",
+                               broker_ports=free_ports(brokers), overrides=overrides)
+        cluster.start()
+        yield cluster
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        ensemble.stop()
 
 
 def method(args: argparse.Namespace) -> str:

@@ -36,7 +36,7 @@ from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection, BrokerConnectionError
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools import controller_bench
-from kafka_ha.tools.controller_bench import free_ports, progress, start_ensemble
+from kafka_ha.tools.controller_bench import bench_cluster, progress
 from kafka_ha.tools.group_members import Member
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.processes import HOST
@@ -259,32 +259,21 @@ def main(argv: list[str] | None = None) -> int:
     args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-groups-")
     run = Run("groups", "Consumer groups: rebalances, offset commits, read rate",
               "bin/kafka-group-bench.sh", argv)
-    ensemble = start_ensemble(Path(args.dir) / "zk")
-    cluster = None
+    overrides = {"group.initial.rebalance.delay.ms": args.initial_rebalance_delay_ms,
+                 "group.min.session.timeout.ms": min(6000, args.session_timeout_ms)}
     try:
-        cluster = LocalCluster(Path(args.dir) / "cluster", brokers=3,
-                               zk_connect=f"{ensemble.connect_string}/groups",
-                               broker_ports=free_ports(3),
-                               overrides={"group.initial.rebalance.delay.ms":
-                                          args.initial_rebalance_delay_ms,
-                                          "group.min.session.timeout.ms":
-                                          min(6000, args.session_timeout_ms)})
-        cluster.start()
-        from kafka_ha.tools.group_read_rate import create_topic
-        create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, PARTITIONS)
-        bench = GroupBench(args, cluster)
-        bench.coordinator("bench-warm-up")   # creates __consumer_offsets
-        results = {
-            "rebalances": [bench.rebalance(int(n)) for n in args.members.split(",") if n],
-            "commits": [bench.commits(int(n)) for n in args.committers.split(",") if n],
-            "reads": bench.read_rates() if args.messages else None}
+        with bench_cluster(Path(args.dir), "groups", overrides=overrides) as cluster:
+            from kafka_ha.tools.group_read_rate import create_topic
+            create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, PARTITIONS)
+            bench = GroupBench(args, cluster)
+            bench.coordinator("bench-warm-up")   # creates __consumer_offsets
+            results = {
+                "rebalances": [bench.rebalance(int(n)) for n in args.members.split(",") if n],
+                "commits": [bench.commits(int(n)) for n in args.committers.split(",") if n],
+                "reads": bench.read_rates() if args.messages else None}
     except BrokerConnectionError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 1
-    finally:
-        if cluster is not None:
-            cluster.stop()
-        ensemble.stop()
     data = run.write(args.json, method=method(args), results=results, ratios=ratios(results),
                      tables=tables(results), note=args.note)
     print_summary(data, args.json)

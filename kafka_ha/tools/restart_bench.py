@@ -84,7 +84,9 @@ def fill_logs(data_dir: Path, n: int, mb: float, epoch: int, clean: bool) -> int
     manager = LogManager([str(data_dir)], LogConfig())
     small = build_v2_batch([Record(None, b"s" * 100)])
     for p in range(n):
-        manager.get_log(TopicPartition(TOPIC, p)).append_as_leader(bytearray(small), epoch)
+        # get_or_create: the broker makes a log's files at its first write (lazy logs), so a
+        # partition it only led has none yet.
+        manager.get_or_create_log(TopicPartition(TOPIC, p)).append_as_leader(bytearray(small), epoch)
     batch = build_v2_batch([Record(None, b"r" * 1000)] * 16)   # 16 KiB: the producer default batch.size
     targets = [TopicPartition(TOPIC, p) for p in range(min(n, FILLED_PARTITIONS))]
     written, goal = len(small) * n, int(mb * 1_000_000)

@@ -18,7 +18,8 @@ from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicParti
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
 from kafka_ha.zk.broker_store import read_controller_id
 from kafka_ha.zk.client import connect
-from kafka_ha.zk.errors import MalformedZnode, ZkError, ZkNoNode, ZkRolledBack, translated
+from kafka_ha.zk.errors import (
+    MalformedZnode, ZkBadVersion, ZkError, ZkNodeExists, ZkNoNode, ZkRolledBack, translated)
 from kafka_ha.zk.mapped_client import MappedClient
 
 CREATE_ATTEMPTS = 5  # of the create multi, while a config node keeps changing underneath
@@ -198,6 +199,34 @@ class AdminStore:
         """Create ``/admin/reassign_partitions``; ZkNodeExists if one is in progress."""
         self.zk.create(azn.ReassignPartitionsZNode.PATH,
                        azn.ReassignPartitionsZNode.encode(reassignment), makepath=True)
+
+    def add_to_reassignment(self, additions: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Merge ``additions`` into ``/admin/reassign_partitions``, creating it if absent.
+
+        The Admin API's way in (KIP-455): unlike the script it may add to a
+        reassignment in progress.  Compare-and-set on the node's version, since the
+        controller rewrites it as partitions complete; ZkBadVersion/ZkNodeExists
+        after the attempts are spent.
+        """
+        path = azn.ReassignPartitionsZNode.PATH
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                data, stat = self.zk.get(path)
+            except ZkNoNode:
+                try:
+                    self.create_reassignment(additions)
+                    return
+                except ZkNodeExists:
+                    if attempt + 1 == CREATE_ATTEMPTS:
+                        raise
+                    continue
+            merged = {**azn.ReassignPartitionsZNode.decode(data), **additions}
+            try:
+                self.zk.set(path, azn.ReassignPartitionsZNode.encode(merged), version=stat.version)
+                return
+            except (ZkBadVersion, ZkNoNode):
+                if attempt + 1 == CREATE_ATTEMPTS:
+                    raise
 
     def preferred_election_data(self) -> bytes | None:
         """The raw data of ``/admin/preferred_replica_election`` (b"" if empty), None if absent.

@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.errors import MalformedZnode, ZkNoNode
+from kafka_ha.zk.errors import MalformedZnode, ZkNodeExists, ZkNoNode
 from kafka_ha.zk.mapped_client import MappedClient, Watch
 
 
@@ -77,6 +77,22 @@ class BrokerStore:
         """Create the paths a broker expects at start-up, as Kafka does, if missing."""
         for path in zn.PERSISTENT_PATHS:
             self.zk.ensure_path(path)
+
+    def cluster_id(self) -> str:
+        """``/cluster/id``, created with a new id if absent (the first broker of a cluster
+        does it, as Kafka's do); a broker that loses the creation race reads the winner's.
+        MalformedZnode if unreadable (it is never overwritten)."""
+        path = zn.ClusterIdZNode.PATH
+        try:
+            data, _ = self.zk.get(path)
+        except ZkNoNode:
+            try:
+                self.zk.create(path, zn.ClusterIdZNode.encode(zn.ClusterIdZNode.generate()),
+                               makepath=True)
+            except ZkNodeExists:
+                pass
+            data, _ = self.zk.get(path)
+        return zn.ClusterIdZNode.decode(data, path)
 
     def create_registration(self, info: BrokerInfo) -> None:
         """Create the ephemeral ``/brokers/ids/<id>``; ZkNodeExists if it exists."""

@@ -14,7 +14,7 @@ reads fall back to pipelined single requests.
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Iterable
+from typing import Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import EXCEPTIONS, NoNodeError, UnimplementedError
@@ -68,7 +68,14 @@ class MultiRead(namedtuple("MultiRead", "ops")):
                 raise ValueError(f"unexpected op type {op_type} in a multiRead reply")
 
 
-def _multi_read(client: KazooClient, op_type: int, paths: list[str]) -> list:
+Wait = Callable[[object], object]   # awaits one kazoo async result (its ``get()`` by default)
+
+
+def _get(result):
+    return result.get()
+
+
+def _multi_read(client: KazooClient, op_type: int, paths: list[str], wait: Wait) -> list:
     """Results in path order: data+stat / children, or the exception for that path."""
     pending = []
     for i in range(0, len(paths), MULTI_READ_CHUNK):
@@ -76,29 +83,29 @@ def _multi_read(client: KazooClient, op_type: int, paths: list[str]) -> list:
         client._call(MultiRead([(op_type, client.chroot + p) for p in paths[i:i + MULTI_READ_CHUNK]]),
                      result)
         pending.append(result)
-    return [r for result in pending for r in result.get()]
+    return [r for result in pending for r in wait(result)]
 
 
-def _single_reads(client: KazooClient, op_type: int, paths: list[str]) -> list:
+def _single_reads(client: KazooClient, op_type: int, paths: list[str], wait: Wait) -> list:
     call = client.get_async if op_type == GET_DATA else client.get_children_async
     pending = [call(p) for p in paths]
     out = []
     for result in pending:
         try:
-            out.append(result.get())
+            out.append(wait(result))
         except NoNodeError as e:
             out.append(e)
     return out
 
 
-def _read(client: KazooClient, op_type: int, paths: Iterable[str]) -> dict:
+def _read(client: KazooClient, op_type: int, paths: Iterable[str], wait: Wait) -> dict:
     paths = list(paths)
     if not paths:
         return {}
     try:
-        results = _multi_read(client, op_type, paths)
+        results = _multi_read(client, op_type, paths, wait)
     except UnimplementedError:
-        results = _single_reads(client, op_type, paths)
+        results = _single_reads(client, op_type, paths, wait)
     out = {}
     for path, result in zip(paths, results):
         if isinstance(result, NoNodeError):
@@ -110,11 +117,13 @@ def _read(client: KazooClient, op_type: int, paths: Iterable[str]) -> dict:
     return out
 
 
-def get_many(client: KazooClient, paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat] | None]:
+def get_many(client: KazooClient, paths: Iterable[str],
+             wait: Wait = _get) -> dict[str, tuple[bytes, ZnodeStat] | None]:
     """Data and stat of many znodes; a missing node maps to None."""
-    return _read(client, GET_DATA, paths)
+    return _read(client, GET_DATA, paths, wait)
 
 
-def get_children_many(client: KazooClient, paths: Iterable[str]) -> dict[str, list[str] | None]:
+def get_children_many(client: KazooClient, paths: Iterable[str],
+                      wait: Wait = _get) -> dict[str, list[str] | None]:
     """Children of many znodes; a missing node maps to None."""
-    return _read(client, GET_CHILDREN, paths)
+    return _read(client, GET_CHILDREN, paths, wait)

@@ -22,6 +22,12 @@ Like the other stores' client (:mod:`kafka_ha.zk.mapped_client`), it raises
 the project's errors (:mod:`kafka_ha.zk.errors`), never kazoo's: a refused
 op of a multi is one too, and a session listener gets a :class:`SessionState`.
 
+Every wait for an answer is bounded (:meth:`SessionBoundClient.await_answer`):
+it re-checks the session every few seconds, so a request whose answer kazoo
+lost when the session changed ends in ZkSessionExpired instead of holding the
+controller's event loop for ever, and one unanswered for a minute in a live
+session is sent again.
+
 Sending a request again is safe for everything the controller store sends: a
 read; a write of the same data; or a conditional write (version or create)
 whose first attempt, if it landed, now fails with BadVersion or NodeExists,
@@ -33,6 +39,7 @@ import logging
 import time
 from typing import Callable, Iterable, TypeVar
 
+import gevent
 from kazoo.client import KazooClient
 
 from kafka_ha.zk import multi_read
@@ -43,6 +50,8 @@ log = logging.getLogger("kafka_ha.controller")
 T = TypeVar("T")
 
 WARN_INTERVAL_S = 5.0  # one warning per burst: a pipelined batch retries many requests at once
+ANSWER_WAIT_SLICE_S = 5.0   # how often a wait for an answer re-checks its session
+LOST_ANSWER_S = 60.0        # unanswered this long in a live session: taken for lost, sent again
 
 
 def after_failure(error: BaseException, session: int | None,
@@ -134,14 +143,36 @@ class SessionBoundClient:
                         "in session 0x%x", what, session)
         self.handler.sleep_func(retry_delay(attempt))
 
+    def await_answer(self, what: str, result, session: int | None):
+        """``result.get()``, bounded: ZkSessionExpired once ``session`` has ended, and
+        ZkConnectionLost (so that the caller sends the request again) when no answer has
+        come for LOST_ANSWER_S in a session that lives on."""
+        waited = 0.0
+        while True:
+            try:
+                return result.get(timeout=ANSWER_WAIT_SLICE_S)
+            except (self.handler.timeout_exception, gevent.Timeout):
+                waited += ANSWER_WAIT_SLICE_S
+            if session is not None and self.session_id != session:
+                raise ZkSessionExpired(f"ZooKeeper session 0x{session:x} ended while {what} "
+                                       f"waited for its answer")
+            if waited >= LOST_ANSWER_S:
+                log.error("No answer to %s for %.0f s; sending it again", what, waited)
+                raise ZkConnectionLost(f"no answer to {what} for {waited:.0f} s")
+
     def call(self, what: str, send: Callable[[], T]) -> T:
         """Run ``send`` (one or more requests that are safe to repeat) until it gets an answer."""
+        return self.call_waiting(what, lambda _wait: send())
+
+    def call_waiting(self, what: str, send: Callable[[Callable], T]) -> T:
+        """As :meth:`call` for a ``send(wait)`` that awaits each of its kazoo answers with
+        ``wait(result)``, bounded (:meth:`await_answer`)."""
         session = self.request_session()
         attempt = 0
         while True:
             try:
                 with translated():
-                    return send()
+                    return send(lambda result: self.await_answer(what, result, session))
             except ZkConnectionLost as e:
                 attempt += 1
                 self.before_retry(what, e, session, attempt)
@@ -149,32 +180,38 @@ class SessionBoundClient:
     # ---- kazoo's operations, retried ---------------------------------------
 
     def exists(self, path: str, watch: Callable | None = None):
-        return self.call(f"exists {path}", lambda: self.client.exists(path, watch=watch))
+        return self.call_waiting(f"exists {path}", lambda wait: wait(self.client.exists_async(path, watch=watch)))
 
     def get(self, path: str, watch: Callable | None = None):
-        return self.call(f"get {path}", lambda: self.client.get(path, watch=watch))
+        return self.call_waiting(f"get {path}", lambda wait: wait(self.client.get_async(path, watch=watch)))
 
     def get_children(self, path: str, watch: Callable | None = None):
-        return self.call(f"get_children {path}", lambda: self.client.get_children(path, watch=watch))
+        return self.call_waiting(f"get_children {path}",
+                         lambda wait: wait(self.client.get_children_async(path, watch=watch)))
 
     def create(self, path: str, value: bytes = b"", ephemeral: bool = False):
-        return self.call(f"create {path}", lambda: self.client.create(path, value, ephemeral=ephemeral))
+        return self.call_waiting(f"create {path}",
+                         lambda wait: wait(self.client.create_async(path, value, ephemeral=ephemeral)))
 
     def delete(self, path: str, version: int = -1, recursive: bool = False):
-        return self.call(f"delete {path}",
-                         lambda: self.client.delete(path, version=version, recursive=recursive))
+        if recursive:   # kazoo's recursive delete is a sequence of its own synchronous calls
+            return self.call_waiting(f"delete {path}",
+                             lambda _wait: self.client.delete(path, version=version, recursive=True))
+        return self.call_waiting(f"delete {path}",
+                         lambda wait: wait(self.client.delete_async(path, version=version)))
 
     def get_async(self, path: str, watch: Callable | None = None) -> Pending:
         return Pending(self, f"get {path}", lambda: self.client.get_async(path, watch=watch))
 
     def get_many(self, paths: Iterable[str]) -> dict:
         paths = list(paths)
-        return self.call(f"a read of {len(paths)} znodes", lambda: multi_read.get_many(self.client, paths))
+        return self.call_waiting(f"a read of {len(paths)} znodes",
+                         lambda wait: multi_read.get_many(self.client, paths, wait))
 
     def get_children_many(self, paths: Iterable[str]) -> dict:
         paths = list(paths)
-        return self.call(f"a read of the children of {len(paths)} znodes",
-                         lambda: multi_read.get_children_many(self.client, paths))
+        return self.call_waiting(f"a read of the children of {len(paths)} znodes",
+                         lambda wait: multi_read.get_children_many(self.client, paths, wait))
 
     def transaction(self) -> Transaction:
         return Transaction(self)
@@ -197,7 +234,7 @@ class Pending:
         while True:
             try:
                 with translated():
-                    return self._result.get()
+                    return self._owner.await_answer(self._what, self._result, self._session)
             except ZkConnectionLost as e:
                 attempt += 1
                 self._owner.before_retry(self._what, e, self._session, attempt)

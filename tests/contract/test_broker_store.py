@@ -180,3 +180,20 @@ def test_a_watch_set_twice_is_called_once(zk):
     # run, every call of the first has too.
     assert later.wait(10)
     assert calls == [WatchEvent.DELETED]
+
+
+def test_the_first_broker_creates_the_cluster_id_and_every_other_reads_it(zk, new_session):
+    store = BrokerStore(zk)
+    store.ensure_persistent_paths()
+    first = store.cluster_id()
+    data, _ = zk.get("/cluster/id")
+    validate_znode("cluster_id", data)
+    assert zn.ClusterIdZNode.decode(data) == first
+    assert BrokerStore(new_session()).cluster_id() == first     # another broker: the same id
+
+
+def test_a_malformed_cluster_id_is_reported_not_replaced(zk):
+    zk.create("/cluster/id", b"{oops", makepath=True)
+    with pytest.raises(MalformedZnode):
+        BrokerStore(zk).cluster_id()
+    assert zk.get("/cluster/id")[0] == b"{oops"

@@ -5,7 +5,9 @@ import struct
 
 from kafka_ha.protocol.api import ApiKey, api_versions_entries
 from kafka_ha.protocol.errors import ErrorCode
+from tests.harness.config_admin_samples import CONFIG_ADMIN_REQUESTS, CONFIG_ADMIN_RESPONSES
 from tests.harness.group_samples import GROUP_REQUESTS, GROUP_RESPONSES
+from tests.harness.topic_admin_samples import TOPIC_ADMIN_REQUESTS, TOPIC_ADMIN_RESPONSES
 
 K = ApiKey
 
@@ -139,8 +141,50 @@ def api_versions_response(version: int) -> dict:
     return body
 
 
+def _elect_leaders_request(version: int) -> dict:
+    body = {"topic_partitions": [{"topic": "orders", "partitions": [0, 2]}] if version != 1 else None,
+            "timeout_ms": 30000}
+    if version >= 1:
+        body["election_type"] = 0
+    return body
+
+
+def _elect_leaders_response(version: int) -> dict:
+    body = {"throttle_time_ms": 0, "replica_election_results": [{"topic": "orders", "partition_result": [
+        {"partition_id": 0, "error_code": 0, "error_message": None},
+        {"partition_id": 2, "error_code": 84, "error_message": "already led by its preferred replica"}]}]}
+    if version >= 1:
+        body["error_code"] = 0
+    return body
+
+
+# Flexible (KIP-482) samples: compact strings/arrays, null arrays, non-ASCII text.
+ADMIN_ELECTION_REQUESTS = {
+    **{(K.ELECT_LEADERS, v): _elect_leaders_request(v) for v in range(3)},
+    (K.ALTER_PARTITION_REASSIGNMENTS, 0): {"timeout_ms": 60000, "topics": [
+        {"name": "orders", "partitions": [{"partition_index": 0, "replicas": [3, 1, 2]},
+                                          {"partition_index": 1, "replicas": None}]}]},
+    (K.LIST_PARTITION_REASSIGNMENTS, 0): {"timeout_ms": 60000, "topics": [
+        {"name": "zamówienia", "partition_indexes": [0, 1]}]},
+}
+ADMIN_ELECTION_RESPONSES = {
+    **{(K.ELECT_LEADERS, v): _elect_leaders_response(v) for v in range(3)},
+    (K.ALTER_PARTITION_REASSIGNMENTS, 0): {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"name": "orders", "partitions": [
+                {"partition_index": 0, "error_code": 0, "error_message": None},
+                {"partition_index": 1, "error_code": 85, "error_message": "no reassignment"}]}]},
+    (K.LIST_PARTITION_REASSIGNMENTS, 0): {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None, "topics": [
+            {"name": "orders", "partitions": [{"partition_index": 0, "replicas": [3, 1, 2],
+                                               "adding_replicas": [3], "removing_replicas": [2]}]}]},
+}
+
+
 REQUESTS = {
     (K.API_VERSIONS, 0): {}, (K.API_VERSIONS, 1): {}, (K.API_VERSIONS, 2): {},
+    (K.API_VERSIONS, 3): {"client_software_name": "kafka-ha-tests", "client_software_version": "1.0"},
+    **ADMIN_ELECTION_REQUESTS,
     (K.METADATA, 0): {"topics": ["orders", "payments"]},
     (K.METADATA, 1): {"topics": None},
     (K.METADATA, 2): {"topics": ["orders"]},
@@ -194,10 +238,13 @@ REQUESTS = {
     **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
         {"name": "orders", "partition_indexes": [0, 1, 2]}]} for v in range(2)},
     **GROUP_REQUESTS,
+    **CONFIG_ADMIN_REQUESTS,
+    **TOPIC_ADMIN_REQUESTS,
 }
 
 RESPONSES = {
-    **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(3)},
+    **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(4)},
+    **ADMIN_ELECTION_RESPONSES,
     **{(K.METADATA, v): _metadata_response(v) for v in range(8)},
     **{(K.LEADER_AND_ISR, v): PARTITION_ERRORS for v in range(2)},
     (K.STOP_REPLICA, 0): PARTITION_ERRORS,
@@ -230,6 +277,8 @@ RESPONSES = {
         {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
        for v in range(2)},
     **GROUP_RESPONSES,
+    **CONFIG_ADMIN_RESPONSES,
+    **TOPIC_ADMIN_RESPONSES,
 }
 
 

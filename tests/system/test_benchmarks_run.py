@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_ha.tools import controller_bench, failover_bench, group_bench
+from kafka_ha.tools import controller_bench, failover_bench, group_bench, topic_admin_bench
 from kafka_ha.tools.bench_report import load, render
 
 pytestmark = pytest.mark.system
@@ -60,3 +60,31 @@ def test_group_bench_writes_rebalances_commits_and_read_rates(tmp_path):
                                                        "floor: session timeout",
                                                        "assign() read rate"]
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
+
+
+def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
+    pytest.importorskip("confluent_kafka", reason="the bench's producer is confluent-kafka")
+    from kafka_ha.tools import idempotence_bench
+    results = tmp_path / "bench-results"
+    assert idempotence_bench.main(["--records", "2000", "--repeat", "1", "--partitions", "3",
+                                   "--dir", str(tmp_path / "work"),
+                                   "--json", str(results / "idempotence.json")]) == 0
+    [data] = load(results)
+    runs = data["results"]["runs"]
+    assert set(runs) == {"client defaults", "64 KiB batches"}
+    assert all(len(by_mode[mode]) == 1 and by_mode[mode][0]["mb_s"] > 0
+               for by_mode in runs.values() for mode in ("plain", "idempotent"))
+    [target] = data["ratios"]
+    assert target["baseline_value"] == runs["client defaults"]["plain"][0]["mb_s"]
+    render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
+
+
+def test_topic_admin_bench_writes_each_paths_rate(tmp_path):
+    results = tmp_path / "bench-results"
+    assert topic_admin_bench.main(["--topics", "6", "--round", "3", "--dir", str(tmp_path / "work"),
+                                   "--json", str(results / "topic-admin.json")]) == 0
+    [data] = load(results)
+    assert {path: r["topics"] for path, r in data["results"].items()} == \
+        {"zookeeper": 6, "api-single": 6, "api-batch": 6}
+    assert all(r["per_second"] > 0 for r in data["results"].values())
+    assert [r["baseline"] for r in data["ratios"]] == ["ZooKeeper script path (AdminStore)"] * 2

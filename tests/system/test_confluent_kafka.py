@@ -66,6 +66,10 @@ def test_pipelined_acks_all_requests_keep_each_partitions_order(cluster_factory)
         assert offsets == list(range(len(entries))), f"partition {p} has gaps"
         assert values == sorted(values), f"partition {p} holds records out of send order"
         assert values == list(range(p, n, 12))
+    # Metadata v2+ carries the cluster id the first broker wrote to /cluster/id.
+    from kafka_ha.zk.znodes import ClusterIdZNode
+    cluster_id = ClusterIdZNode.decode(cluster.zk.get("/cluster/id")[0])
+    assert producer.list_topics(timeout=30).cluster_id == cluster_id
 
 
 def test_a_group_consumer_uses_the_kafka_2_1_versions(cluster_factory):

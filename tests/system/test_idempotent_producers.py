@@ -4,6 +4,7 @@ confluent-kafka producer writing through a kill -9 of a leader leaves no
 duplicate and no gap in any partition."""
 import asyncio
 import json
+import os
 import threading
 
 import pytest
@@ -152,3 +153,13 @@ def test_bad_idempotent_input_gets_kafkas_errors_and_the_broker_stays_up(cluster
     assert produce(batch(pid, 1)) == (0, 1)
     conn.close()
     assert cluster.broker_alive(1)
+    # A clean restart writes the producer state beside the log, and the restarted
+    # leader starts from it: the last batch's retry is still recognized.
+    cluster.restart(1)
+    partition_dir = os.path.join(cluster.data_dir(1), "bad-idem-0")
+    assert [f for f in os.listdir(partition_dir) if f.endswith(".snapshot")] == [f"{2:020d}.snapshot"]
+    conn = BrokerConnection("127.0.0.1", cluster.port(1), "bad", 30)
+    cluster.wait_until(lambda: produce(batch(pid, 1)) == (0, 1), timeout=60,
+                       message="the restarted broker did not answer the retry with its offset")
+    assert produce(batch(pid, 2)) == (0, 2)
+    conn.close()

@@ -10,10 +10,11 @@ import json
 import pytest
 
 from kafka_ha.admin import configs_command as cc
+from kafka_ha.admin.topic_config_changes import TopicConfigError, checked_config
 from kafka_ha.admin import preferred_election_command as pe
 from kafka_ha.admin import reassign_command as rc
-from kafka_ha.config import ConfigError
 from kafka_ha.model import TopicPartition as TP
+from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk.admin_znodes import ReassignPartitionsZNode
 
 NOWHERE = "127.0.0.1:1/nowhere"
@@ -268,13 +269,15 @@ def test_delete_config_and_merge():
     assert current == {"retention.ms": "1", "flush.ms": "2"}, "the input is not modified"
     with pytest.raises(cc.ConfigCommandError, match=r"^Invalid config\(s\): a,b$"):
         cc.altered_config(current, {}, ["a", "flush.ms", "b"])
-    with pytest.raises(ConfigError, match=r'^requirement failed: Unknown configuration "nope"\.$'):
-        cc.altered_config({}, {"nope": "1"}, [])
-    with pytest.raises(ConfigError, match="retention.ms"):
-        cc.altered_config({}, {"retention.ms": "soon"}, [])
-    with pytest.raises(ConfigError, match=r"^Invalid value compact,forever for configuration "
-                                          r"cleanup.policy: String must be one of: compact, delete"):
-        cc.altered_config({}, {"cleanup.policy": "compact,forever"}, [])
+    # The merged result is validated on the path the command shares with AlterConfigs.
+    with pytest.raises(TopicConfigError, match=r'^requirement failed: Unknown configuration "nope"\.$'):
+        checked_config(cc.altered_config({}, {"nope": "1"}, []))
+    with pytest.raises(TopicConfigError, match="retention.ms") as refused:
+        checked_config(cc.altered_config({}, {"retention.ms": "soon"}, []))
+    assert refused.value.code == ErrorCode.INVALID_CONFIG
+    with pytest.raises(TopicConfigError, match=r"^Invalid value compact,forever for configuration "
+                                               r"cleanup.policy: String must be one of: compact, delete"):
+        checked_config(cc.altered_config({}, {"cleanup.policy": "compact,forever"}, []))
 
 
 def test_describe_line():
@@ -286,7 +289,10 @@ def test_describe_line():
 @pytest.mark.parametrize("argv, message", [
     (["--zookeeper", NOWHERE, "--entity-type", "topics"],
      "Command must include exactly one action: --describe, --alter"),
-    (["--describe", "--entity-type", "topics"], 'Missing required argument "[zookeeper]"'),
+    (["--describe", "--entity-type", "topics"],
+     "Only one of --bootstrap-server or --zookeeper must be specified"),
+    (["--zookeeper", NOWHERE, "--bootstrap-server", "localhost:1", "--describe", "--entity-type",
+      "topics"], "Only one of --bootstrap-server or --zookeeper must be specified"),
     (["--zookeeper", NOWHERE, "--describe"], 'Missing required argument "[entity-type]"'),
     (["--zookeeper", NOWHERE, "--describe", "--entity-type", "topics", "--add-config", "a=b"],
      'Option "[describe]" can\'t be used with option"[add-config]"'),

@@ -17,7 +17,7 @@ def plane(tmp_path):
     p = leader(log_, (1,))
     for i in range(20):
         p.append_as_leader(batch(b"x" * 1000), acks=1)
-    yield DataApis(HostedPartitions({TP: p}, lambda t: t == TP.topic), lambda t: 1000012,
+    yield DataApis(HostedPartitions({TP: p}, lambda tp: tp.topic == TP.topic), lambda t: 1000012,
                    fetch_max_bytes=10_000)
     log_.close()
 

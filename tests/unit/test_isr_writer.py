@@ -6,7 +6,7 @@ from gevent.event import Event
 
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.model import LeaderAndIsr
-from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
 from kafka_ha.zk.errors import ZkBadVersion, ZkConnectionLost, ZkNoNode
 from tests.harness.leader_setup import LEADER, TP, batch, leader, open_log, state
 
@@ -332,3 +332,23 @@ def test_a_follower_whose_expansion_may_be_in_zookeeper_keeps_counting_until_the
     assert p.joining == {3} and p.high_watermark == 0
     p.make_leader(state((1, 2), epoch=3, zk_version=2))   # the next LeaderAndIsr starts afresh
     assert not p.joining
+
+
+def test_a_pending_acks_all_wait_ends_when_a_failed_isr_write_shows_a_new_leader(log_, store, writer):
+    """Issue 23: an acks=all wait that began before the leader learns it was deposed is
+    answered NOT_LEADER_FOR_PARTITION as soon as its ISR write's conflict shows the new
+    leadership, not at its timeout; and nothing more is appended there."""
+    p = led(log_, store, writer, isr=(1, 2))
+    appended = p.append_as_leader(batch(), acks=-1)
+    waiting = gevent.spawn(p.wait_for_acks, appended, 30.0)
+    gevent.sleep(0.01)
+    store.put(TP, LeaderAndIsr(2, 2, (2,), 1))     # the controller elected 2
+    assert not writer.remove(p, [2], "follower 2 lags")
+    with gevent.Timeout(2):
+        assert waiting.get() == ErrorCode.NOT_LEADER_FOR_PARTITION
+    end = p.log.log_end_offset
+    for acks in (1, -1):
+        with pytest.raises(KafkaProtocolError) as refused:
+            p.append_as_leader(batch(), acks)
+        assert refused.value.code == ErrorCode.NOT_LEADER_FOR_PARTITION
+    assert p.log.log_end_offset == end

@@ -23,12 +23,14 @@ def log_(tmp_path):
 
 
 class Broker:
-    """DataApis over the given partitions, with their topic's existence under the test's control."""
+    """DataApis over the given partitions, with the partitions the cluster metadata knows
+    (two of TP's topic) under the test's control."""
 
     def __init__(self, *partitions):
-        self.topics = {TP.topic}
+        self.known = {TP, TopicPartition(TP.topic, 1)}
         self.partitions = {p.tp: p for p in partitions}
-        self.plane = DataApis(HostedPartitions(self.partitions, lambda t: t in self.topics), lambda t: 1000012)
+        self.plane = DataApis(HostedPartitions(self.partitions, lambda tp: tp in self.known),
+                              lambda t: 1000012)
 
     def produce(self, tps=(TP,), acks=-1, timeout_ms=5000):
         """One Produce request to ``tps``: {partition: error code}."""
@@ -58,7 +60,7 @@ TP1 = TopicPartition(TP.topic, 1)
 
 
 def delete_topic(broker, tp):
-    broker.topics.clear()
+    broker.known.clear()
     broker.partitions.pop(tp).stop()
 
 
@@ -187,3 +189,11 @@ def test_a_produce_to_many_partitions_pauses_between_them(tmp_path, monkeypatch)
     for lg in logs:
         lg.close()
     assert any(0 < n < len(tps) for n in seen), seen
+
+
+def test_a_partition_the_metadata_does_not_know_is_unknown_even_if_its_topic_exists(log_):
+    """Kafka decides per partition (ReplicaManager.getPartitionOrError): NOT_LEADER would
+    make the client refresh its metadata and retry a partition that does not exist."""
+    broker = Broker(leader(log_, (1,)))
+    assert broker.produce((TopicPartition(TP.topic, 1),), acks=1) == {1: ErrorCode.NOT_LEADER_FOR_PARTITION}
+    assert broker.produce((TopicPartition(TP.topic, 9),), acks=1) == {9: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}

@@ -32,10 +32,15 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     assert SUPPORTED_VERSIONS[K.OFFSETS_FOR_LEADER_EPOCH] == (0, 2)
     # nothing is hidden from clients any more (the ranges: test_api_version_table.py)
     assert ADVERTISED_VERSIONS == SUPPORTED_VERSIONS
-    assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 3)
     assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 4)
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
-    assert len(SUPPORTED_VERSIONS) == 21
+    assert SUPPORTED_VERSIONS[K.DESCRIBE_CONFIGS] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.INCREMENTAL_ALTER_CONFIGS] == (0, 0)
+    assert len(SUPPORTED_VERSIONS) == 32
+    # Kafka 2.1's topic admin versions
+    assert SUPPORTED_VERSIONS[K.CREATE_TOPICS] == SUPPORTED_VERSIONS[K.DELETE_TOPICS] == (0, 3)
+    assert SUPPORTED_VERSIONS[K.CREATE_PARTITIONS] == (0, 1)
 
 
 @pytest.mark.parametrize("key_version", sorted(REQUESTS), ids=lambda kv: f"{kv[0].name}-v{kv[1]}")
@@ -269,8 +274,9 @@ def test_null_for_non_nullable_array_and_error_paths():
 
 
 def test_unsupported_version_error():
-    header, reader = decode_request(i16(18, 3) + i32(1) + s("x") + b"\x00")
-    assert header == RequestHeader(K.API_VERSIONS, 3, 1, "x")
+    # v4 is above what we serve; its header is still v2 (client id, then tags).
+    header, reader = decode_request(i16(18, 4) + i32(1) + s("x") + b"\x00" + b"\x00")
+    assert header == RequestHeader(K.API_VERSIONS, 4, 1, "x")
     with pytest.raises(UnsupportedVersion) as err:
         decode_request_body(header, reader)
     assert err.value.code is ErrorCode.UNSUPPORTED_VERSION

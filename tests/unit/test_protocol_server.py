@@ -20,7 +20,7 @@ from kafka_ha.protocol.framing import (
     encode_request, encode_response)
 from kafka_ha.protocol.primitives import ProtocolError, Reader
 from kafka_ha.protocol.server import ProtocolServer
-from tests.harness.raw_socket import assert_closed_by_peer, raw_connect, recv_frame
+from tests.harness.raw_socket import assert_closed_by_peer, raw_connect, recv_frame, serving
 from tests.harness.protocol_samples import (REQUESTS, api_versions_response, i16, i32,
                                             produce_response, s)
 
@@ -94,12 +94,12 @@ def test_garbage_frame_closes_only_that_connection(server, caplog):
     bad.close()
 
 
-def test_api_versions_v3_gets_error_35_v0_fallback(server):
+def test_api_versions_above_ours_gets_error_35_v0_fallback(server):
     sock = raw_connect(server)
-    # Header v2 (client_id + empty tagged fields) and a flexible v3 body, as
-    # librdkafka sends them: compact strings (varint length + 1) and tags.
+    # Header v2 (client_id + empty tagged fields) and a flexible body, as a
+    # client newer than us sends them at v4: compact strings and tags.
     body = b"\x0blibrdkafka" + b"\x062.3.0" + b"\x00"
-    payload = i16(18, 3) + i32(42) + s("rdkafka") + b"\x00" + body
+    payload = i16(18, 4) + i32(42) + s("rdkafka") + b"\x00" + body
     sock.sendall(i32(len(payload)) + payload)
     correlation_id, response = decode_response(K.API_VERSIONS, 0, recv_frame(sock))
     assert correlation_id == 42
@@ -393,3 +393,26 @@ def test_connections_past_the_per_address_limit_are_closed_at_once(caplog):
                 s.close()
     finally:
         srv.stop(timeout=0.2)
+
+
+def test_closing_the_connections_ends_every_client_connection_at_once():
+    """Issue 23: a stopping broker held its clients' connections open, unanswered, while
+    it flushed its logs (until it exited, 6 s later), so producers asking it for metadata
+    learned the new leaders only then.  As Kafka's socket server stops before the rest of
+    the broker, the stopping broker closes them: clients go to the other brokers at once.
+    A request answered before that is still delivered."""
+    def handler(header, reader):
+        decode_request_body(header, reader)
+        return {"error_code": 0, "node_id": header.correlation_id, "host": "h", "port": 1}, 0
+
+    with serving(handler) as srv:
+        answered, idle = raw_connect(srv), raw_connect(srv)
+        answered.sendall(encode_request(ApiKey.FIND_COORDINATOR, 0, 7, "c", {"key": "k"}))
+        answered.settimeout(2)
+        assert decode_response(ApiKey.FIND_COORDINATOR, 0, recv_frame(answered))[0] == 7
+        srv.stop(timeout=0)
+        srv.close_connections()
+        for sock in (answered, idle):
+            sock.settimeout(2)
+            assert_closed_by_peer(sock)
+            sock.close()

@@ -20,6 +20,7 @@ from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import (ZkBadVersion, ZkConnectionLost, ZkNodeExists, ZkRolledBack,
                                 ZkSessionExpired)
 from kafka_ha.zk.mapped_client import SessionState
+from kafka_ha.zk import session_bound
 from kafka_ha.zk.session_bound import SessionBoundClient
 from kafka_ha.zk.state_writes import WriteResult
 
@@ -32,10 +33,31 @@ class Answer:
     def __init__(self, outcome):
         self.outcome = outcome
 
-    def get(self):
+    def get(self, block=True, timeout=None):
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
+
+
+class Silence:
+    """Script entry: a request whose answer never comes (kazoo lost it); ``then`` runs at
+    each wait that times out (to end the session, say)."""
+
+    def __init__(self, then=lambda client: None):
+        self.then = then
+
+    def __call__(self, client):
+        return self
+
+
+class NeverAnswered:
+    def __init__(self, client, silence):
+        self.client, self.silence = client, silence
+
+    def get(self, block=True, timeout=None):
+        assert timeout is not None, "a wait without a bound would hang the controller"
+        self.silence.then(self.client)
+        raise TimeoutError
 
 
 class ScriptedKazoo:
@@ -48,7 +70,8 @@ class ScriptedKazoo:
         self.sent = []
         self.sleeps = []
         self.listeners = []
-        self.handler = SimpleNamespace(sleep_func=self.sleeps.append)
+        self.handler = SimpleNamespace(sleep_func=self.sleeps.append, timeout_exception=TimeoutError)
+        self.connected = True
 
     def add_listener(self, listener):
         self.listeners.append(listener)
@@ -56,6 +79,8 @@ class ScriptedKazoo:
     def _answer(self, request):
         self.sent.append(request)
         outcome = self.script.popleft()
+        if isinstance(outcome, Silence):
+            return NeverAnswered(self, outcome)
         return Answer(outcome(self) if callable(outcome) else outcome)
 
     def get(self, path, watch=None):
@@ -96,6 +121,31 @@ def test_a_request_lost_with_the_connection_is_sent_again_in_the_same_session():
     assert kazoo.sent == [("get", "/brokers/ids")] * 3
     assert kazoo.sleeps == [0.05, 0.1]
     assert zk.retries == 2
+
+
+def test_an_answer_that_never_comes_ends_with_the_session_instead_of_hanging(monkeypatch):
+    """A request kazoo lost across a session change (seen as a controller whose failover
+    never finished at 100k partitions): the wait is bounded and re-checks the session."""
+    monkeypatch.setattr(session_bound, "ANSWER_WAIT_SLICE_S", 0.01)
+    kazoo = ScriptedKazoo(Silence(then=lambda client: setattr(client, "_session_id", SESSION + 1)))
+    with pytest.raises(ZkSessionExpired, match="0x1234"):
+        SessionBoundClient(kazoo).get("/brokers/ids")
+    kazoo = ScriptedKazoo(Silence(then=lambda client: setattr(client, "_session_id", None)))
+    zk = SessionBoundClient(kazoo)
+    pending = zk.get_async("/p")
+    with pytest.raises(ZkSessionExpired):
+        pending.get()
+
+
+def test_an_answer_lost_in_a_live_session_is_asked_for_again(monkeypatch):
+    monkeypatch.setattr(session_bound, "ANSWER_WAIT_SLICE_S", 0.01)
+    monkeypatch.setattr(session_bound, "LOST_ANSWER_S", 0.03)
+    kazoo = ScriptedKazoo(Silence(), (b"data", "stat"))
+    zk = SessionBoundClient(kazoo)
+    assert zk.get("/brokers/ids") == (b"data", "stat")
+    assert kazoo.sent == [("get", "/brokers/ids")] * 2
+    kazoo.script.extend([Silence(), "again"])
+    assert zk.get_async("/p").get() == "again"
 
 
 def test_a_request_is_not_sent_again_once_its_session_has_ended():

@@ -1,0 +1,117 @@
+"""``kafka-idempotence-bench.sh``: what the idempotent producer costs, same client, same run.
+
+On 3 real brokers (a real 3-node ZooKeeper ensemble, one RF=3 topic with
+``--partitions`` partitions, ``min.insync.replicas`` 2), one confluent-kafka
+(librdkafka) producer, acks=all, the data bench's settings (``client_ceiling``),
+sends ``--records`` records of ``--record-size`` bytes as fast as it goes, with
+``enable.idempotence`` false and true in turn, ``--repeat`` times each, with two
+sets of producer settings: librdkafka's defaults (batches up to 1 MB, what a user
+gets), and the data bench's (64 KiB batches, linger 5 ms).  The baseline is the
+plain acks=all run with the same settings: the target is the idempotent run's
+MB/s as a ratio to it (the issue's goal: at least 0.9), stated for the defaults.
+
+Why the settings matter: with idempotence on, librdkafka keeps at most 5 requests
+in flight per broker, where it keeps many without, so the idempotent producer's
+rate is about 5 batches per acks=all round trip; with small batches that round
+trip (replication to the followers, under load) bounds it.  The brokers' CPU per
+MB is shown for every run.
+
+Results go to ``--json`` (default bench-results/idempotence.json) and, as tables,
+to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, produce_in_child
+from kafka_ha.tools.controller_bench import bench_cluster
+from kafka_ha.tools.group_read_rate import create_topic
+from kafka_ha.tools.local_cluster import LocalCluster
+from kafka_ha.tools.processes import process_cpu_seconds
+
+TOPIC = "idempotence-bench"
+MODES = (("plain", False), ("idempotent", True))
+SETTINGS = {"client defaults": {}, "64 KiB batches": CONFLUENT_SETTINGS}
+
+
+def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[str, list[dict]]]:
+    """Plain and idempotent runs, interleaved so that a slow spell of the machine hits both."""
+    pids = [cluster.broker_pid(i) for i in cluster.broker_ids]
+    runs = {label: {name: [] for name, _ in MODES} for label in SETTINGS}
+    for _ in range(args.repeat):
+        for label, settings in SETTINGS.items():
+            for name, idempotence in MODES:
+                cpu = sum(process_cpu_seconds(pid) for pid in pids)
+                run = produce_in_child(cluster.bootstrap_servers, TOPIC, args.records,
+                                       args.record_size, "all", idempotence, settings)
+                mb = args.records * args.record_size / 1024 / 1024
+                cpu = sum(process_cpu_seconds(pid) for pid in pids) - cpu
+                run["brokers_cpu_ms_per_mb"] = round(1000 * cpu / mb, 1)
+                runs[label][name].append(run)
+                print(f"{label}, {name}: {run['mb_s']} MB/s", file=sys.stderr, flush=True)
+    return runs
+
+
+def median(runs: list[dict], key: str) -> float:
+    return round(statistics.median(r[key] for r in runs), 2)
+
+
+def tables(results: dict) -> list[Table]:
+    table = Table("acks=all, RF 3: the same confluent-kafka producer without and with idempotence",
+                  [("settings", "", 0), ("producer", "", 0), ("MB/s (median)", "MB/s", 1),
+                   ("MB/s (range)", "", 0), ("records/s", "", 0), ("brokers' CPU per MB", "ms", 1),
+                   ("idempotent / plain", "x", 2)],
+                  note="median of the runs; the runs alternate between the producers")
+    for label, by_mode in results["runs"].items():
+        plain = median(by_mode["plain"], "mb_s")
+        for name, _ in MODES:
+            runs = by_mode[name]
+            table.rows.append([label, name, median(runs, "mb_s"),
+                               f"{min(r['mb_s'] for r in runs)}-{max(r['mb_s'] for r in runs)}",
+                               median(runs, "msgs_s"), median(runs, "brokers_cpu_ms_per_mb"),
+                               round(median(runs, "mb_s") / plain, 2) if plain else None])
+    return [table]
+
+
+def ratios(results: dict) -> list[dict]:
+    by_mode = results["runs"]["client defaults"]
+    plain, idempotent = (median(by_mode[name], "mb_s") for name, _ in MODES)
+    return [ratio("idempotent acks=all throughput (client defaults)", idempotent,
+                  "plain acks=all, same settings, same run", plain, "MB/s", goal=">= 0.9x")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="kafka-idempotence-bench.sh", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=300000, help="records per run")
+    p.add_argument("--record-size", type=int, default=1024, help="bytes per record")
+    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--repeat", type=int, default=3, help="runs per producer")
+    add_output_options(p, "idempotence")
+    p.add_argument("--dir", help="working directory (default: a new temporary one)")
+    args = p.parse_args(argv)
+    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-idempotence-")
+    run = Run("idempotence", "Idempotent producer: acks=all throughput with and without idempotence",
+              "bin/kafka-idempotence-bench.sh", argv)
+    with bench_cluster(Path(args.dir), "idempotence", overrides={"min.insync.replicas": 2}) as cluster:
+        create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, args.partitions)
+        results = {"runs": measure(cluster, args), "records": args.records,
+                   "record_size": args.record_size, "partitions": args.partitions}
+    method = (f"3 brokers on this machine, one topic of {args.partitions} partitions, RF 3, "
+              f"min.insync.replicas 2; one confluent-kafka producer per run in its own process, "
+              f"acks=all, {args.records} records of {args.record_size} bytes, with librdkafka's default "
+              f"settings and with the data bench's (64 KiB batches, linger 5 ms); {args.repeat} runs "
+              f"of each producer and settings, alternating.")
+    data = run.write(args.json, method=method, results=results, ratios=ratios(results),
+                     tables=tables(results), note=args.note)
+    print_summary(data, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
