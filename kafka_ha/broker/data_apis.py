@@ -19,13 +19,13 @@ from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
-from kafka_ha.broker.produce_checks import v3_refusal
+from kafka_ha.broker.produce_checks import produce_refusal
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
 from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.deferred import DeferredResponse
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.protocol.produce_api import LOG_START_PRODUCE_VERSION, TRANSACTIONAL_PRODUCE_VERSION
+from kafka_ha.protocol.produce_api import LOG_START_PRODUCE_VERSION
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
 
@@ -86,8 +86,7 @@ class DataApis:
             results = {tp: replica_appends.PartitionAppend(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                        for tp, _ in entries}
         else:
-            refusal = v3_refusal if version >= TRANSACTIONAL_PRODUCE_VERSION else None
-            results = replica_appends.append_records(self.replicas, entries, acks, refusal)
+            results = replica_appends.append_records(self.replicas, entries, acks, produce_refusal(version))
         if acks == 0:
             return None
         if acks == -1 and replica_appends.any_waiting(results):
@@ -110,7 +109,7 @@ class DataApis:
         for tp, result in results.items():
             entry = {"index": tp.partition, "error_code": result.error, "base_offset": result.base_offset}
             if version >= 2:
-                entry["log_append_time_ms"] = -1
+                entry["log_append_time_ms"] = -1 if result.appended is None else result.appended.log_append_time
             if version >= LOG_START_PRODUCE_VERSION:
                 entry["log_start_offset"] = -1 if result.partition is None else \
                     result.partition.log.log_start_offset

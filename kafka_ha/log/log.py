@@ -19,6 +19,7 @@ from typing import Callable, Iterator, NamedTuple
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
 from kafka_ha.records.shallow import Entry
+from kafka_ha.records.timestamps import apply_timestamp_type
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
@@ -43,6 +44,7 @@ class AppendInfo(NamedTuple):
     count: int
     max_timestamp: int
     shallow_count: int
+    log_append_time: int = -1   # the leader's stamp (message.timestamp.type=LogAppendTime), else -1
 
 
 class FetchData(NamedTuple):
@@ -214,15 +216,17 @@ class Log:
 
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
-        assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
+        assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes,
+                                  allow_zstd=True)   # Produce v0-6 refuse zstd before (produce_checks)
         if self.config.compact:
             require_keys(assigned.buffer, f"{self.tp.topic}-{self.tp.partition}")
-        self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
-                     assigned.max_timestamp, assigned.count)
+        max_ts, append_time = apply_timestamp_type(assigned.buffer, assigned.max_timestamp, self.config.log_append_time,
+                                                   self.config.timestamp_difference_max_ms, clock.now_ms())
+        self._append(assigned.first_offset, assigned.last_offset, assigned.buffer, max_ts, assigned.count)
         self.epoch_cache.assign(leader_epoch, assigned.first_offset)
         self._maybe_flush()
-        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count,
-                          assigned.max_timestamp, assigned.shallow_count)
+        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count, max_ts,
+                          assigned.shallow_count, append_time)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append fetched entries that must continue the log at or after the LEO.

@@ -1,0 +1,92 @@
+"""Record headers, timestamps (CreateTime and LogAppendTime topics) and ListOffsets by
+timestamp, with unmodified kafka-python and aiokafka against real broker processes.
+One cluster for the module: every test asserts several things per start."""
+
+import asyncio
+import time
+
+import pytest
+
+kafka = pytest.importorskip("kafka", reason="kafka-python is a test dependency")
+aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is a test dependency")
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+
+from tests.harness.cluster import ClusterFixture  # noqa: E402
+from tests.harness.kafka import create_topic  # noqa: E402
+
+pytestmark = pytest.mark.system
+
+HEADERS = [("trace", b"abc"), ("empty", b"")]
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_ensemble):
+    c = ClusterFixture(2, ensemble=zk_ensemble, session_timeout_ms=4000).start()
+    try:
+        create_topic(c, "create-time", 1, 2)
+        create_topic(c, "append-time", 1, 2, "--config", "message.timestamp.type=LogAppendTime")
+        yield c
+    finally:
+        c.stop()
+
+
+def read_all(cluster, topic, count, timeout_s=30):
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False,
+                             fetch_max_wait_ms=200)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    records = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"only {len(records)} of {count} records read"
+        for rs in consumer.poll(timeout_ms=500).values():
+            records.extend(rs)
+    consumer.close()
+    return records
+
+
+def test_kafka_python_headers_and_create_time(cluster):
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=15000)
+    metas = [p.send("create-time", value=b"v%d" % i, headers=HEADERS, timestamp_ms=1_000_000 + i * 1000)
+             for i in range(5)]
+    p.flush()
+    metas = [m.get(timeout=30) for m in metas]
+    p.close()
+    assert [m.timestamp for m in metas] == [1_000_000 + i * 1000 for i in range(5)]
+    records = read_all(cluster, "create-time", 5)
+    assert [r.headers for r in records] == [HEADERS] * 5
+    assert [r.timestamp for r in records] == [1_000_000 + i * 1000 for i in range(5)]
+    assert {r.timestamp_type for r in records} == {0}
+
+
+def test_log_append_time_topic_and_aiokafka_headers(cluster):
+    async def produce_and_read():
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        await producer.start()
+        try:
+            metas = [await producer.send_and_wait("append-time", b"a%d" % i, headers=HEADERS,
+                                                  timestamp_ms=1_000) for i in range(3)]
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer("append-time", bootstrap_servers=cluster.bootstrap_servers,
+                                             auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            records = [await consumer.getone() for _ in range(3)]
+        finally:
+            await consumer.stop()
+        return metas, records
+    before = int(time.time() * 1000)
+    metas, records = asyncio.run(produce_and_read())
+    after = int(time.time() * 1000)
+    # The leader stamped its clock: the producer's 1000 is replaced, in the answer too.
+    assert all(before <= m.timestamp <= after for m in metas), metas
+    assert [m.timestamp_type for m in metas] == [1, 1, 1]
+    assert [r.timestamp for r in records] == [m.timestamp for m in metas]
+    assert [r.timestamp_type for r in records] == [1, 1, 1]
+    assert [list(r.headers) for r in records] == [HEADERS] * 3
+    # kafka-python reads the LogAppendTime type and the headers too.
+    kp = read_all(cluster, "append-time", 3)
+    assert [(r.timestamp, r.timestamp_type) for r in kp] == [(m.timestamp, 1) for m in metas]
