@@ -90,3 +90,44 @@ def test_log_append_time_topic_and_aiokafka_headers(cluster):
     # kafka-python reads the LogAppendTime type and the headers too.
     kp = read_all(cluster, "append-time", 3)
     assert [(r.timestamp, r.timestamp_type) for r in kp] == [(m.timestamp, 1) for m in metas]
+
+
+def test_zstd_from_produce_v7_only_and_our_client_round_trips_it(cluster):
+    from kafka_ha.client.cluster import ClusterMetadata
+    from kafka_ha.client.consumer import Consumer
+    from kafka_ha.client.producer import Producer
+    from kafka_ha.model import TopicPartition as TP
+    from kafka_ha.protocol.api import ApiKey
+    from kafka_ha.protocol.errors import ErrorCode
+    from kafka_ha.records.builder import Record, build_v2_batch
+
+    create_topic(cluster, "zstd", 1, 2)
+    batch = build_v2_batch([Record(None, b"z" * 100, headers=(("h", b"1"),))], compression="zstd")
+    with ClusterMetadata(cluster.bootstrap_servers) as meta:
+        leader = meta.refresh(["zstd"]).leader_for(TP("zstd", 0))
+        answers = {}
+        for version in (3, 6, 7):
+            body = {"transactional_id": None, "acks": 1, "timeout_ms": 10000, "topic_data": [
+                {"name": "zstd", "partition_data": [{"index": 0, "records": batch}]}]}
+            response = meta.request(leader, ApiKey.PRODUCE, version, body)
+            answers[version] = response["responses"][0]["partition_responses"][0]["error_code"]
+    # KIP-110: Kafka 2.1 accepts zstd only in Produce v7 and later.
+    assert answers == {3: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                       6: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, 7: ErrorCode.NONE}
+    producer = Producer(cluster.bootstrap_servers, compression="zstd", acks=1)
+    futures = [producer.send("zstd", b"v%d" % i, partition=0, headers=(("n", b"%d" % i),))
+               for i in range(10)]
+    producer.flush()
+    assert [f.get(30).offset for f in futures] == list(range(1, 11))
+    producer.close()
+    consumer = Consumer(cluster.bootstrap_servers, auto_offset_reset="earliest")
+    consumer.assign([("zstd", 0)])
+    consumer.seek_to_beginning(("zstd", 0))
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 11:
+        assert time.monotonic() < deadline, got
+        got += consumer.poll(500)
+    consumer.close()
+    assert [r.value for r in got] == [b"z" * 100] + [b"v%d" % i for i in range(10)]
+    assert [r.headers for r in got] == [(("h", b"1"),)] + [(("n", b"%d" % i),) for i in range(10)]
