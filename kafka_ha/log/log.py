@@ -182,21 +182,13 @@ class Log:
         return self.on_disk and self.epoch_cache.write_pending()
 
     def offset_for_time(self, timestamp: int) -> int | None:
-        """ListOffsets: -1 the LEO, -2 the log start, else the first entry with a
-        timestamp >= ``timestamp`` (a header scan; None if there is none)."""
-        if timestamp == LATEST_TIMESTAMP:
-            return self.log_end_offset
-        if timestamp == EARLIEST_TIMESTAMP:
-            return self.log_start_offset
+        """ListOffsets: -1 the LEO, -2 the log start, else the first record with a timestamp
+        >= ``timestamp`` (found through the segments' time indexes; None if there is none)."""
+        if timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+            return self.log_end_offset if timestamp == LATEST_TIMESTAMP else self.log_start_offset
         first = bisect.bisect_right(self._bases, self._log_start_offset) - 1
-        for segment in self._segments[first:]:
-            prev_last = segment.base_offset - 1
-            for entry in segment.headers():
-                if entry.last_offset >= self._log_start_offset and entry.max_timestamp >= timestamp:
-                    found = entry.first_offset if entry.first_offset is not None else prev_last + 1
-                    return max(found, self._log_start_offset)
-                prev_last = entry.last_offset
-        return None
+        return next((found for segment in self._segments[first:]
+                     if (found := segment.offset_for_time(timestamp, self._log_start_offset)) is not None), None)
 
     def headers(self, from_offset: int = 0) -> Iterator[Entry]:
         """The header of every entry from the one holding ``from_offset`` (the offset index
@@ -444,7 +436,7 @@ class Log:
             return False
         later = group[1:]
         for segment in group:
-            segment.index.unwritten = bytearray()     # never written over the new files
+            segment.drop_index_writes()     # never written over the new files
         commit_cleaned(group[0].log_path, group[0].index_path,
                        [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
                        [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
