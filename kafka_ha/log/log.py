@@ -181,11 +181,11 @@ class Log:
         """Write an epoch checkpoint change that was deferred; False if there was none."""
         return self.on_disk and self.epoch_cache.write_pending()
 
-    def offset_for_time(self, timestamp: int) -> int | None:
-        """ListOffsets: -1 the LEO, -2 the log start, else the first record with a timestamp
-        >= ``timestamp`` (found through the segments' time indexes; None if there is none)."""
+    def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets' ``(offset, timestamp)``: -1 the LEO, -2 the log start (timestamp -1), else
+        the first record with a timestamp >= ``timestamp`` (through the time indexes; None if none)."""
         if timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
-            return self.log_end_offset if timestamp == LATEST_TIMESTAMP else self.log_start_offset
+            return (self.log_end_offset if timestamp == LATEST_TIMESTAMP else self.log_start_offset), -1
         first = bisect.bisect_right(self._bases, self._log_start_offset) - 1
         return next((found for segment in self._segments[first:]
                      if (found := segment.offset_for_time(timestamp, self._log_start_offset)) is not None), None)

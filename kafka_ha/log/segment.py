@@ -223,9 +223,9 @@ class LogSegment:
                 return entry.position
         return None
 
-    def offset_for_time(self, target: int, from_offset: int) -> int | None:
-        """ListOffsets: the first offset >= ``from_offset`` whose record has a timestamp >=
-        ``target``, or None.  The time index says where to start; the batch that
+    def offset_for_time(self, target: int, from_offset: int) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` of the first record at or after ``from_offset``
+        whose timestamp is >= ``target``, or None.  The time index says where to start; the batch that
         reaches the target is read and decoded, so the answer is the record's own
         offset, as Kafka gives it, not its batch's first."""
         if self.largest_timestamp < target:
@@ -235,9 +235,10 @@ class LogSegment:
             if entry.last_offset < start or entry.max_timestamp < target:
                 continue
             data = os.pread(self.fd, entry.size, entry.position)
-            found = next((r.offset for r in decode_records(data, min_offset=start, check_crc=False)
+            found = next(((r.offset, r.timestamp_ms) for r in decode_records(data, min_offset=start,
+                                                                             check_crc=False)
                           if r.timestamp_ms >= target), None)
-            return found if found is not None else max(start, entry.last_offset)
+            return found or (max(start, entry.last_offset), entry.max_timestamp)
         return None
 
     # --- read ------------------------------------------------------------------------------------

@@ -299,9 +299,9 @@ def test_flush_ms_is_due_after_the_last_flush(tmp_path):
 def test_offset_for_time(lg):
     for i in range(5):
         lg.append_as_leader(produce(ts=1000 * i), 0)
-    assert lg.offset_for_time(-1) == 20 and lg.offset_for_time(-2) == 0
+    assert lg.offset_for_time(-1) == (20, -1) and lg.offset_for_time(-2) == (0, -1)
     # Record-level, as Kafka answers: the batch at 8..11 holds 2000..2003, so 2001 is offset 9.
-    assert lg.offset_for_time(2001) == 9 and lg.offset_for_time(10**9) is None
+    assert lg.offset_for_time(2001) == (9, 2001) and lg.offset_for_time(10**9) is None
 
 
 def test_deleted_segments_stay_readable_until_the_delay(tmp_path):

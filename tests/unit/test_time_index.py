@@ -55,12 +55,12 @@ def test_file_format_is_kafkas_and_entries_only_grow(segment, tmp_path):
 def test_lookup_finds_the_first_record_at_or_after_a_timestamp(segment):
     fill(segment)
     # 4998: batch 0 holds 4997..5000 at offsets 100..103
-    assert segment.offset_for_time(4998, 0) == 101
-    assert segment.offset_for_time(6999, 0) == 104      # batch 1 (8997..9000) is the first >= 6999
-    assert segment.offset_for_time(11999, 0) == 114     # batch 3: 11997..12000 at 112..115
-    assert segment.offset_for_time(20000, 0) == 123
+    assert segment.offset_for_time(4998, 0) == (101, 4998)
+    assert segment.offset_for_time(6999, 0) == (104, 8997)      # batch 1 (8997..9000) is the first >= 6999
+    assert segment.offset_for_time(11999, 0) == (114, 11999)  # batch 3: 11997..12000 at 112..115
+    assert segment.offset_for_time(20000, 0) == (123, 20000)
     assert segment.offset_for_time(20001, 0) is None
-    assert segment.offset_for_time(0, 110) == 110       # never below the log start
+    assert segment.offset_for_time(0, 110) == (110, 6999)       # never below the log start
 
 
 @pytest.mark.parametrize("damage", [
@@ -80,7 +80,7 @@ def test_a_missing_or_corrupt_time_index_is_rebuilt_on_load(tmp_path, damage):
     try:
         assert again.largest_timestamp == 20000
         assert entries_on_disk(path) == [(9000, 7), (12000, 15), (20000, 23)]
-        assert again.offset_for_time(11999, 0) == 114
+        assert again.offset_for_time(11999, 0) == (114, 11999)
     finally:
         again.close()
 
@@ -106,7 +106,7 @@ def test_truncation_drops_the_entries_past_the_cut(segment, tmp_path):
     assert segment.largest_timestamp == 9000
     assert entries_on_disk(tmp_path / "00000000000000000100.timeindex") == [(9000, 7)]
     segment.append(112, 115, batch(112, 8000), max_timestamp=8000)
-    assert segment.offset_for_time(8000, 0) == 104
+    assert segment.offset_for_time(8000, 0) == (104, 8997)
 
 
 def test_time_index_unit_rules(tmp_path):
