@@ -26,6 +26,7 @@ def cluster(zk_ensemble):
     try:
         create_topic(c, "create-time", 1, 2)
         create_topic(c, "append-time", 1, 2, "--config", "message.timestamp.type=LogAppendTime")
+        create_topic(c, "by-time", 1, 1, "--config", "flush.messages=1")   # index files on disk
         yield c
     finally:
         c.stop()
@@ -131,3 +132,52 @@ def test_zstd_from_produce_v7_only_and_our_client_round_trips_it(cluster):
     consumer.close()
     assert [r.value for r in got] == [b"z" * 100] + [b"v%d" % i for i in range(10)]
     assert [r.headers for r in got] == [(("h", b"1"),)] + [(("n", b"%d" % i),) for i in range(10)]
+
+
+def test_offsets_for_times_and_dump_log_of_a_real_segment(cluster):
+    import subprocess
+    from pathlib import Path
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=15000, linger_ms=0)
+    stamps = [5_000_000 + i * 1000 for i in range(20)]
+    for i, ts in enumerate(stamps):
+        p.send("by-time", value=b"t%d" % i, key=b"k", headers=[("i", b"%d" % i)], timestamp_ms=ts).get(30)
+    p.close()
+    tp = TopicPartition("by-time", 0)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False)
+    # ListOffsets v1+ by timestamp: the first record at or after it, with its own timestamp.
+    found = consumer.offsets_for_times({tp: 5_007_500})[tp]
+    assert (found.offset, found.timestamp) == (8, 5_008_000)
+    assert consumer.offsets_for_times({tp: 5_000_000})[tp].offset == 0
+    assert consumer.offsets_for_times({tp: 9_000_000})[tp] is None     # none that late
+    assert consumer.beginning_offsets([tp]) == {tp: 0} and consumer.end_offsets([tp]) == {tp: 20}
+    consumer.close()
+    ck = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "by-time"})
+    try:
+        answer = ck.offsets_for_times([confluent_kafka.TopicPartition("by-time", 0, 5_012_000)], timeout=30)
+    finally:
+        ck.close()
+    assert [(a.offset, a.error) for a in answer] == [(12, None)]
+
+    # kafka-dump-log.sh on the leader's segment: Kafka's line formats.
+    segment = next(Path(cluster.data_dir(b)) / "by-time-0" for b in cluster.broker_ids
+                   if (Path(cluster.data_dir(b)) / "by-time-0").exists())
+    files = ",".join(str(segment / f"00000000000000000000.{s}") for s in ("log", "index", "timeindex"))
+    bin_dir = Path(__file__).resolve().parents[2] / "bin"
+    run = subprocess.run([str(bin_dir / "kafka-dump-log.sh"), "--files", files, "--print-data-log"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"Dumping {segment}/00000000000000000000.log"
+    assert lines[1] == "Starting offset: 0"
+    assert lines[2].startswith("baseOffset: 0 lastOffset: 0 count: 1 baseSequence: ")
+    assert " position: 0 CreateTime: 5000000 size: " in lines[2] and lines[2].endswith("isvalid: true")
+    assert lines[3].startswith("| offset: 0 CreateTime: 5000000 keysize: 1 valuesize: 2 sequence: ")
+    assert lines[3].endswith(" headerKeys: [i] key: k payload: t0")
+    assert f"Dumping {segment}/00000000000000000000.timeindex" in lines
+    assert lines[-1].startswith("timestamp: ") and lines[-1].endswith(" offset: 19")
+    assert lines[-1] == "timestamp: 5019000 offset: 19"
+    help_run = subprocess.run([str(bin_dir / "kafka-dump-log.sh"), "--help"], capture_output=True, text=True,
+                              timeout=60)
+    assert help_run.returncode == 0 and "--deep-iteration" in help_run.stdout
