@@ -23,10 +23,11 @@ from kafka_ha import clock
 from kafka_ha.records.errors import CorruptRecordError
 from kafka_ha.records.reader import decode_records
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
-from kafka_ha.records.shallow import Entry, iter_entries, read_header, validate_entry
+from kafka_ha.records.shallow import Entry, read_header, validate_entry
 
 from .file_writes import PartialWriteError, append_whole
 from .offset_index import OffsetIndex
+from .segment_scan import whole_entries
 from .time_index import TimeIndex
 
 log = logging.getLogger(__name__)
@@ -343,7 +344,7 @@ class LogSegment:
         self.time_index.reset()
         valid, prev_last = 0, self.base_offset - 1
         try:
-            for buf, entry in self._whole_entries(max(RECOVERY_CHUNK, max_message_bytes)):
+            for buf, entry in whole_entries(self.fd, self._size, max(RECOVERY_CHUNK, max_message_bytes)):
                 validate_entry(buf, entry)
                 first = entry.first_offset
                 if entry.last_offset <= prev_last or (first is not None and first <= prev_last) \
@@ -366,25 +367,6 @@ class LogSegment:
         self.time_index.add_entry()
         self.time_index.rewrite()
         return truncated
-
-    def _whole_entries(self, chunk: int) -> Iterator[tuple[bytes, Entry]]:
-        """``(buffer, entry)`` pairs with whole entries, ``entry.position`` relative to ``buffer``."""
-        pos = 0
-        while pos + LOG_OVERHEAD <= self._size:
-            buf = os.pread(self.fd, min(chunk, self._size - pos), pos)
-            consumed = 0
-            for entry in iter_entries(buf):
-                yield buf, entry
-                consumed = entry.end
-            if not consumed:                      # one entry larger than the chunk
-                _, size = LEGACY_PREFIX.unpack_from(buf, 0)
-                if size < V0_MIN_SIZE or pos + LOG_OVERHEAD + size > self._size:
-                    return                        # garbage size or partial tail: stop here
-                buf = os.pread(self.fd, LOG_OVERHEAD + size, pos)
-                entry = read_header(buf, 0)
-                yield buf, entry
-                consumed = entry.end
-            pos += consumed
 
     # --- truncation and lifecycle --------------------------------------------------------------
 
