@@ -31,6 +31,7 @@ from .loader import load_epoch_cache, load_segments, new_epoch_cache
 from .retention import deletable_count
 from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from .time_index import write_merged
 
 log = logging.getLogger(__name__)
 
@@ -440,6 +441,7 @@ class Log:
         commit_cleaned(group[0].log_path, group[0].index_path,
                        [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
                        [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
+        write_merged([s.time_index for s in group], last_offset)   # before the copy opens it
         self._segments[first:end] = [LogSegment(self.dir, group[0].base_offset, self.config.index_interval_bytes)]
         self._bases[first:end] = [group[0].base_offset]
         # The old descriptor stays readable for fetches in flight.

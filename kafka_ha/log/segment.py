@@ -416,15 +416,11 @@ class LogSegment:
             self._fd = None
 
     def drop_index_writes(self) -> None:
-        """Before a cleaned copy replaces this segment's files: forget unwritten index
-        entries, and remove the time index, which the copy rebuilds from its own headers."""
+        """Before a cleaned copy replaces this segment's files: forget unwritten index entries
+        (the copy's time index is written from the group's, :func:`.time_index.write_merged`)."""
         self.index.unwritten = bytearray()
         self.time_index.unwritten = bytearray()
         self._files_replaced = True     # close() writes no index over the copy's
-        try:
-            os.unlink(self.time_index.path)
-        except FileNotFoundError:
-            pass
 
     def delete(self, close: bool = True) -> None:
         """Remove the files; with ``close=False`` the fd stays readable until :meth:`close`

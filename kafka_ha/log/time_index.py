@@ -153,3 +153,29 @@ class TimeIndex:
         finally:
             os.close(fd)
         self.unwritten = bytearray()
+
+
+def write_merged(indexes: list[TimeIndex], last_offset: int) -> None:
+    """Write the time index of a cleaned copy of consecutive segments (over the first one's
+    file): their entries in order, each kept if its timestamp grows, offsets capped at the
+    copy's ``last_offset``.  Compaction only removes records, so every entry stays true as
+    an upper bound ("nothing up to O is later than T"), and the copy needs no header scan
+    (which would run on the event loop, where the swap runs).
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> a, b = TimeIndex(os.path.join(d, "a.timeindex"), 0), TimeIndex(os.path.join(d, "b.timeindex"), 10)
+    >>> for ix, entries in ((a, [(5, 3), (9, 8)]), (b, [(7, 12), (20, 15)])):
+    ...     for ts, offset in entries:
+    ...         ix.observe(ts, offset); ix.add_entry()
+    >>> write_merged([a, b], last_offset=14)
+    >>> again = TimeIndex(a.path, 0); again.load(next_offset=15), again.entries()
+    (True, [(5, 3), (9, 8), (20, 14)])
+    """
+    merged = TimeIndex(indexes[0].path, indexes[0].base_offset)
+    for index in indexes:
+        for ts, offset in [*zip(index.timestamps, index.offsets), (index.max_timestamp, index.offset_of_max)]:
+            if ts > merged.max_timestamp:
+                merged.max_timestamp, merged.offset_of_max = ts, max(min(offset, last_offset), merged.offset_of_max)
+                merged.add_entry()
+    merged.rewrite()
