@@ -91,6 +91,14 @@ def _cleanup_policy(value: Any) -> str:
     return ",".join(sorted(policies))
 
 
+def _timestamp_type(value: Any) -> str:
+    """message.timestamp.type: ``CreateTime`` or ``LogAppendTime`` (Kafka's ValidString)."""
+    text = _str(value).strip()
+    if text not in ("CreateTime", "LogAppendTime"):
+        raise ValueError("String must be one of: CreateTime, LogAppendTime")
+    return text
+
+
 def _dirs(value: Any) -> tuple[str, ...]:
     if isinstance(value, list):
         items = [_str(v) for v in value]
@@ -220,6 +228,10 @@ KEYS: tuple[Key, ...] = (
     Key("log.flush.offset.checkpoint.interval.ms", _int, 60000,
         "period of the recovery-point checkpoint, which bounds recovery after a crash", 1),
     Key("reserved.broker.max.id", _int, 1000, "highest id a broker may configure", 0),
+    Key("log.message.timestamp.type", _timestamp_type, "CreateTime",
+        "CreateTime keeps the producer's record timestamps, LogAppendTime stamps the leader's clock"),
+    Key("log.message.timestamp.difference.max.ms", _int, LONG_MAX,
+        "CreateTime: how far a record's timestamp may be from the leader's clock", 0),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 REQUIRED = ("broker.id", "zookeeper.connect")
@@ -335,6 +347,8 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "delete.retention.ms": ("log.cleaner.delete.retention.ms", _at_least(0)),
     "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", _ratio),
     "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", _at_least(0)),
+    "message.timestamp.type": ("log.message.timestamp.type", _timestamp_type),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms", _at_least(0)),
 }
 
 

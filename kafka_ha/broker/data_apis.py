@@ -19,13 +19,13 @@ from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
 from kafka_ha.broker.hosted_partitions import HostedPartitions
-from kafka_ha.broker.produce_checks import v3_refusal
+from kafka_ha.broker.produce_checks import produce_refusal
 from kafka_ha.broker.replica_reads import FetchParams, PartitionFetch, PartitionRead
 from kafka_ha.clock import now_ms
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.deferred import DeferredResponse
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.protocol.produce_api import LOG_START_PRODUCE_VERSION, TRANSACTIONAL_PRODUCE_VERSION
+from kafka_ha.protocol.produce_api import LOG_START_PRODUCE_VERSION
 from kafka_ha.records.down_convert import down_convert, magic_for_fetch_version
 from kafka_ha.records.errors import RecordsError
 
@@ -54,6 +54,29 @@ def fetch_problem(request: dict[str, Any], wanted: list[PartitionFetch]) -> str 
     if len({tp for tp, _, _ in wanted}) != len(wanted):
         return "a partition is listed more than once"
     return None
+
+
+def list_offsets_entry(partition: int, version: int, found: replica_offsets.OffsetLookup) -> dict[str, Any]:
+    """A partition's entry of a ListOffsets response of ``version``.
+
+    v0 answers a list ("old style"): the offset found, or none; v1+ the offset and
+    the timestamp of its record (-1 when looked up by -1/-2 or when nothing is
+    found), v4 also the offset's leader epoch.
+
+    >>> from kafka_ha.broker.replica_offsets import OffsetLookup
+    >>> list_offsets_entry(3, 0, OffsetLookup(0, 42, 1000, 7))
+    {'partition_index': 3, 'error_code': 0, 'old_style_offsets': [42]}
+    >>> list_offsets_entry(3, 4, OffsetLookup(0, 42, 1000, 7))
+    {'partition_index': 3, 'error_code': 0, 'timestamp': 1000, 'offset': 42, 'leader_epoch': 7}
+    """
+    entry: dict[str, Any] = {"partition_index": partition, "error_code": found.error}
+    if version == 0:
+        entry["old_style_offsets"] = [found.offset] if found.offset >= 0 else []
+        return entry
+    entry["timestamp"], entry["offset"] = found.timestamp, found.offset
+    if version >= 4:
+        entry["leader_epoch"] = found.leader_epoch
+    return entry
 
 
 def fetch_entry(tp: TopicPartition, read: PartitionRead) -> dict[str, Any]:
@@ -86,8 +109,7 @@ class DataApis:
             results = {tp: replica_appends.PartitionAppend(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                        for tp, _ in entries}
         else:
-            refusal = v3_refusal if version >= TRANSACTIONAL_PRODUCE_VERSION else None
-            results = replica_appends.append_records(self.replicas, entries, acks, refusal)
+            results = replica_appends.append_records(self.replicas, entries, acks, produce_refusal(version))
         if acks == 0:
             return None
         if acks == -1 and replica_appends.any_waiting(results):
@@ -110,7 +132,7 @@ class DataApis:
         for tp, result in results.items():
             entry = {"index": tp.partition, "error_code": result.error, "base_offset": result.base_offset}
             if version >= 2:
-                entry["log_append_time_ms"] = -1
+                entry["log_append_time_ms"] = -1 if result.appended is None else result.appended.log_append_time
             if version >= LOG_START_PRODUCE_VERSION:
                 entry["log_start_offset"] = -1 if result.partition is None else \
                     result.partition.log.log_start_offset
@@ -250,21 +272,22 @@ class DataApis:
 
     def list_offsets(self, request: dict[str, Any], version: int) -> dict[str, Any]:
         replica_id = request["replica_id"]
+        if request.get("isolation_level", READ_UNCOMMITTED) not in ISOLATION_LEVELS:
+            # Kafka fails to parse it; an error per partition says what is wrong instead.
+            log.info("ListOffsets from replica %d with isolation_level %d", replica_id,
+                     request["isolation_level"])
+            error = ErrorCode.INVALID_REQUEST
+        else:
+            error = None       # no transactions: read_committed's LSO is the HW
         topics = []
         for topic in request["topics"]:
-            parts = []
-            for part in topic["partitions"]:
-                tp = TopicPartition(topic["name"], part["partition_index"])
-                error, offset = replica_offsets.offset_for_timestamp(self.replicas, tp, part["timestamp"],
-                                                                     replica_id)
-                if version == 0:
-                    parts.append({"partition_index": tp.partition, "error_code": error,
-                                  "old_style_offsets": [] if offset < 0 else [offset]})
-                else:
-                    parts.append({"partition_index": tp.partition, "error_code": error,
-                                  "timestamp": -1, "offset": offset})
+            parts = [list_offsets_entry(part["partition_index"], version, replica_offsets.OffsetLookup(error)
+                                        if error is not None else replica_offsets.offset_for_timestamp(
+                                            self.replicas, TopicPartition(topic["name"], part["partition_index"]),
+                                            part["timestamp"], replica_id, part.get("current_leader_epoch", -1)))
+                     for part in topic["partitions"]]
             topics.append({"name": topic["name"], "partitions": parts})
-        return {"topics": topics}
+        return {"topics": topics, "throttle_time_ms": 0} if version >= 2 else {"topics": topics}
 
     def offsets_for_leader_epoch(self, request: dict[str, Any], version: int) -> dict[str, Any]:
         topics = []

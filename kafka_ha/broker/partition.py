@@ -36,6 +36,7 @@ class AppendResult:
     first_offset: int
     last_offset: int
     truncations: int  # the partition's truncation count when the append happened
+    log_append_time: int = -1   # Produce v2+'s log_append_time_ms: -1 for CreateTime topics
 
 
 class Partition:
@@ -168,7 +169,7 @@ class Partition:
             info = self.log.append_as_leader(records, self.leader_epoch)
         self.producers.appended(batches, info.first_offset)
         self._notify(appended=True, hw_moved=self._maybe_advance_hw())
-        return AppendResult(info.first_offset, info.last_offset, self.truncations)
+        return AppendResult(info.first_offset, info.last_offset, self.truncations, info.log_append_time)
 
     def wait_for_acks(self, appended: AppendResult, timeout_s: float) -> int:
         """acks=-1: wait until the HW passes the appended offsets; returns an error code.

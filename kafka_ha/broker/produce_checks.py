@@ -17,14 +17,24 @@ message format is too old, which is not the reason.
 True
 >>> v3_refusal(build_legacy_message_set([Record(None, b"v")], magic=1)).name
 'INVALID_RECORD'
+
+zstd (KIP-110) is accepted from Produce v7 only, as in Kafka 2.1: an older
+request carrying a zstd batch gets UNSUPPORTED_COMPRESSION_TYPE.
+
+>>> zstd_batch = build_v2_batch([Record(None, b"v")], compression="zstd")
+>>> produce_refusal(6)(zstd_batch).name, produce_refusal(7)(zstd_batch)
+('UNSUPPORTED_COMPRESSION_TYPE', None)
 """
 from __future__ import annotations
 
 import itertools
 
+from typing import Callable
+
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.produce_api import TRANSACTIONAL_PRODUCE_VERSION, ZSTD_PRODUCE_VERSION
 from kafka_ha.records.errors import RecordsError
-from kafka_ha.records.format import MAGIC_V2, TRANSACTIONAL_MASK
+from kafka_ha.records.format import CODEC_ZSTD, MAGIC_V2, TRANSACTIONAL_MASK
 from kafka_ha.records.shallow import iter_entries
 
 
@@ -43,3 +53,23 @@ def v3_refusal(records) -> ErrorCode | None:
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return None
 
+
+
+def zstd_refusal(records) -> ErrorCode | None:
+    """UNSUPPORTED_COMPRESSION_TYPE if any entry of ``records`` is zstd (a header walk)."""
+    try:
+        return next((ErrorCode.UNSUPPORTED_COMPRESSION_TYPE for e in iter_entries(records)
+                     if e.codec == CODEC_ZSTD), None)
+    except RecordsError:
+        return None   # left to the append's own checks, as in v3_refusal
+
+
+def produce_refusal(version: int) -> Callable[[object], ErrorCode | None]:
+    """The check a Produce request of ``version`` applies to each partition's records."""
+    def refusal(records) -> ErrorCode | None:
+        if version >= TRANSACTIONAL_PRODUCE_VERSION:
+            error = v3_refusal(records)
+            if error is not None:
+                return error
+        return zstd_refusal(records) if version < ZSTD_PRODUCE_VERSION else None
+    return refusal

@@ -90,4 +90,6 @@ class TopicConfigs:
                          cleanup_policy=get("cleanup.policy"),
                          delete_retention_ms=get("delete.retention.ms"),
                          min_cleanable_dirty_ratio=get("min.cleanable.dirty.ratio"),
-                         min_compaction_lag_ms=get("min.compaction.lag.ms"))
+                         min_compaction_lag_ms=get("min.compaction.lag.ms"),
+                         log_append_time=get("message.timestamp.type") == "LogAppendTime",
+                         timestamp_difference_max_ms=get("message.timestamp.difference.max.ms"))

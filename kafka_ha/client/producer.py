@@ -41,6 +41,17 @@ from .partitioner import DefaultPartitioner, Partitioner
 log = logging.getLogger(__name__)
 
 PRODUCE_VERSION = 2
+# zstd batches go in Produce v7 (KIP-110): brokers refuse them in older requests.
+ZSTD_PRODUCE_VERSION = 7
+
+
+def produce_version(compression: str) -> int:
+    """The Produce version this producer sends with ``compression``.
+
+    >>> produce_version("gzip"), produce_version("zstd")
+    (2, 7)
+    """
+    return ZSTD_PRODUCE_VERSION if compression == "zstd" else PRODUCE_VERSION
 
 
 def parse_acks(acks: int | str) -> int:
@@ -262,11 +273,11 @@ class Producer:
         try:
             body = self._request_body(batches)
             if self.acks == 0:
-                self.cluster.send_only(node, ApiKey.PRODUCE, PRODUCE_VERSION, body)
+                self.cluster.send_only(node, ApiKey.PRODUCE, produce_version(self.compression), body)
                 for batch in batches:
                     self._finish(batch, lambda b: b.complete(-1))
             else:
-                response = self.cluster.request(node, ApiKey.PRODUCE, PRODUCE_VERSION, body,
+                response = self.cluster.request(node, ApiKey.PRODUCE, produce_version(self.compression), body,
                                                 timeout_s=self.request_timeout_ms / 1000.0 + 1.0)
                 self._handle_response(node, batches, response)
         except KafkaUnreachableError as exc:
@@ -294,7 +305,7 @@ class Producer:
         for batch in batches:
             topics.setdefault(batch.tp.topic, []).append(
                 {"index": batch.tp.partition, "records": batch.payload(self.compression)})
-        return {"acks": self.acks, "timeout_ms": self.request_timeout_ms,
+        return {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": p} for t, p in topics.items()]}
 
     def _handle_response(self, node: int, batches: list[ProducerBatch],

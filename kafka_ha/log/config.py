@@ -34,6 +34,8 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000   # delete.retention.ms: tombstones stay this long
     min_cleanable_dirty_ratio: float = 0.5    # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0            # min.compaction.lag.ms: newer records stay uncompacted
+    log_append_time: bool = False             # message.timestamp.type=LogAppendTime (else CreateTime)
+    timestamp_difference_max_ms: int = (1 << 63) - 1   # message.timestamp.difference.max.ms
 
     def __post_init__(self) -> None:
         if not LOG_OVERHEAD + V0_MIN_SIZE <= self.segment_bytes <= MAX_SEGMENT_BYTES:

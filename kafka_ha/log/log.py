@@ -19,6 +19,7 @@ from typing import Callable, Iterator, NamedTuple
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
 from kafka_ha.records.shallow import Entry
+from kafka_ha.records.timestamps import apply_timestamp_type
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
@@ -30,6 +31,7 @@ from .loader import load_epoch_cache, load_segments, new_epoch_cache
 from .retention import deletable_count
 from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from .time_index import write_merged
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class AppendInfo(NamedTuple):
     count: int
     max_timestamp: int
     shallow_count: int
+    log_append_time: int = -1   # the leader's stamp (message.timestamp.type=LogAppendTime), else -1
 
 
 class FetchData(NamedTuple):
@@ -183,22 +186,14 @@ class Log:
         """Write an epoch checkpoint change that was deferred; False if there was none."""
         return self.on_disk and self.epoch_cache.write_pending()
 
-    def offset_for_time(self, timestamp: int) -> int | None:
-        """ListOffsets: -1 the LEO, -2 the log start, else the first entry with a
-        timestamp >= ``timestamp`` (a header scan; None if there is none)."""
-        if timestamp == LATEST_TIMESTAMP:
-            return self.log_end_offset
-        if timestamp == EARLIEST_TIMESTAMP:
-            return self.log_start_offset
+    def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets' ``(offset, timestamp)``: -1 the LEO, -2 the log start (timestamp -1), else
+        the first record with a timestamp >= ``timestamp`` (through the time indexes; None if none)."""
+        if timestamp in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+            return (self.log_end_offset if timestamp == LATEST_TIMESTAMP else self.log_start_offset), -1
         first = bisect.bisect_right(self._bases, self._log_start_offset) - 1
-        for segment in self._segments[first:]:
-            prev_last = segment.base_offset - 1
-            for entry in segment.headers():
-                if entry.last_offset >= self._log_start_offset and entry.max_timestamp >= timestamp:
-                    found = entry.first_offset if entry.first_offset is not None else prev_last + 1
-                    return max(found, self._log_start_offset)
-                prev_last = entry.last_offset
-        return None
+        return next((found for segment in self._segments[first:]
+                     if (found := segment.offset_for_time(timestamp, self._log_start_offset)) is not None), None)
 
     def headers(self, from_offset: int = 0) -> Iterator[Entry]:
         """The header of every entry from the one holding ``from_offset`` (the offset index
@@ -218,15 +213,17 @@ class Log:
 
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
-        assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes)
+        assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes,
+                                  allow_zstd=True)   # Produce v0-6 refuse zstd before (produce_checks)
         if self.config.compact:
             require_keys(assigned.buffer, f"{self.tp.topic}-{self.tp.partition}")
-        self._append(assigned.first_offset, assigned.last_offset, assigned.buffer,
-                     assigned.max_timestamp, assigned.count)
+        max_ts, append_time = apply_timestamp_type(assigned.buffer, assigned.max_timestamp, self.config.log_append_time,
+                                                   self.config.timestamp_difference_max_ms, clock.now_ms())
+        self._append(assigned.first_offset, assigned.last_offset, assigned.buffer, max_ts, assigned.count)
         self.epoch_cache.assign(leader_epoch, assigned.first_offset)
         self._maybe_flush()
-        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count,
-                          assigned.max_timestamp, assigned.shallow_count)
+        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count, max_ts,
+                          assigned.shallow_count, append_time)
 
     def append_as_follower(self, records) -> AppendInfo:
         """Append fetched entries that must continue the log at or after the LEO.
@@ -444,10 +441,11 @@ class Log:
             return False
         later = group[1:]
         for segment in group:
-            segment.index.unwritten = bytearray()     # never written over the new files
+            segment.drop_index_writes()     # never written over the new files
         commit_cleaned(group[0].log_path, group[0].index_path,
                        [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
                        [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
+        write_merged([s.time_index for s in group], last_offset)   # before the copy opens it
         self._segments[first:end] = [LogSegment(self.dir, group[0].base_offset, self.config.index_interval_bytes)]
         self._bases[first:end] = [group[0].base_offset]
         # The old descriptor stays readable for fetches in flight.

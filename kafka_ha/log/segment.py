@@ -1,8 +1,12 @@
-"""One log segment: a ``.log`` file of whole entries plus its sparse ``.index``.
+"""One log segment: a ``.log`` file of whole entries plus its sparse ``.index`` and
+``.timeindex``.
 
-Files are ``<base_offset, 20 digits>.log`` and ``.index``; the index is an
-:class:`~kafka_ha.log.offset_index.OffsetIndex`, which tells where to start a
-header-only scan for the entry holding an offset.
+Files are ``<base_offset, 20 digits>.log``, ``.index`` and ``.timeindex``; the
+index is an :class:`~kafka_ha.log.offset_index.OffsetIndex`, which tells where
+to start a header-only scan for the entry holding an offset, the time index a
+:class:`~kafka_ha.log.time_index.TimeIndex`, which holds the segment's largest
+timestamp and tells from which offset to search for a timestamp.  Either index
+is rebuilt from the headers when its file is missing or implausible.
 
 The segment never looks inside an entry except during :meth:`recover`, which
 CRC-checks everything.  Reads return :class:`FileSlice` positions on ``fd``
@@ -17,11 +21,14 @@ from typing import Callable, Iterator, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.records.errors import CorruptRecordError
+from kafka_ha.records.reader import decode_records
 from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE, V2_HEADER_SIZE
-from kafka_ha.records.shallow import Entry, iter_entries, read_header, validate_entry
+from kafka_ha.records.shallow import Entry, read_header, validate_entry
 
 from .file_writes import PartialWriteError, append_whole
 from .offset_index import OffsetIndex
+from .segment_scan import whole_entries
+from .time_index import TimeIndex
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,7 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 MAX_SEGMENT_BYTES = 2**31 - 1      # positions are i32 in the index
 SCAN_CHUNK = 8 * 1024              # header scans read this much at a time
 RECOVERY_CHUNK = 1 << 20           # recovery reads (and CRC-checks) this much at a time
+TIME_INDEX_WRITE_BYTES = 16 * 12   # time index entries are written 16 at a time (and on flush)
 
 
 class FileSlice(NamedTuple):
@@ -67,9 +75,11 @@ class LogSegment:
         self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log"))
         self.index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
                                  base_offset, index_interval_bytes)
+        self.time_index = TimeIndex(os.path.join(dir, segment_file_name(base_offset, ".timeindex")),
+                                    base_offset)
         self._fd: int | None = None
+        self._files_replaced = False
         self.next_offset = base_offset
-        self.largest_timestamp = -1        # of the entries this process has seen
         self.tail_damaged = False          # a partial or corrupt tail: needs recover()
         # Time-based rolling (:mod:`.rolling`): wall-clock creation (or load) time, the
         # jitter the owning log drew for it, and its first batch's timestamp, read lazily.
@@ -90,9 +100,25 @@ class LogSegment:
             self._fd = fd
         else:
             os.close(fd)
-        if not (index_existed and self.index.load(self._size, self._indexed_entry_matches)):
-            self._rebuild_index()
+        index_ok = index_existed and self.index.load(self._size, self._indexed_entry_matches)
+        if not index_ok:
+            self._rebuild_index()              # the time index too
+        time_ok = index_ok and self.time_index.load(MAX_RELATIVE_OFFSET + base_offset + 1)
         self._scan_tail()
+        if index_ok and not (time_ok and self.time_index.last_indexed_offset < max(self.next_offset, base_offset + 1)):
+            if time_ok:
+                log.warning("time index %s names offsets beyond its log; rebuilding it", self.time_index.path)
+            self._rebuild_index()
+            self._scan_tail()
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest timestamp in the segment (-1 if none): retention.ms ages it by this."""
+        return self.time_index.max_timestamp
+
+    @property
+    def time_index_path(self) -> str:
+        return self.time_index.path
 
     # --- properties ----------------------------------------------------------------------
 
@@ -160,8 +186,13 @@ class LogSegment:
         # Only now that the entries are in the file does this object know of them.
         self._size += len(buffer)
         self.next_offset = last_offset + 1
-        self.largest_timestamp = max(self.largest_timestamp, max_timestamp)
+        self.time_index.observe(max_timestamp, last_offset)
+        indexed = len(self.index.offsets)
         self.index.on_append(first_offset, position, len(buffer))
+        if len(self.index.offsets) != indexed:
+            self.time_index.add_entry()
+            if len(self.time_index.unwritten) >= TIME_INDEX_WRITE_BYTES:
+                self.time_index.write()
 
     # --- scanning ------------------------------------------------------------------------------
 
@@ -191,6 +222,24 @@ class LogSegment:
         for entry in self.headers(self.index.lookup(offset)):
             if entry.last_offset >= offset:
                 return entry.position
+        return None
+
+    def offset_for_time(self, target: int, from_offset: int) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` of the first record at or after ``from_offset``
+        whose timestamp is >= ``target``, or None.  The time index says where to start; the batch that
+        reaches the target is read and decoded, so the answer is the record's own
+        offset, as Kafka gives it, not its batch's first."""
+        if self.largest_timestamp < target:
+            return None
+        start = max(self.time_index.start_offset_for(target), from_offset)
+        for entry in self.headers(self.index.lookup(start)):
+            if entry.last_offset < start or entry.max_timestamp < target:
+                continue
+            data = os.pread(self.fd, entry.size, entry.position)
+            found = next(((r.offset, r.timestamp_ms) for r in decode_records(data, min_offset=start,
+                                                                             check_crc=False)
+                          if r.timestamp_ms >= target), None)
+            return found or (max(start, entry.last_offset), entry.max_timestamp)
         return None
 
     # --- read ------------------------------------------------------------------------------------
@@ -247,8 +296,9 @@ class LogSegment:
         return entry.first_offset == offset if entry.first_offset is not None else entry.last_offset >= offset
 
     def _rebuild_index(self) -> None:
-        """Rebuild the index from entry headers (no CRC check: see :meth:`recover`)."""
+        """Rebuild both indexes from entry headers (no CRC check: see :meth:`recover`)."""
         self.index.reset()
+        self.time_index.reset()
         prev_last = self.base_offset - 1
         try:
             for entry in self.headers():
@@ -257,11 +307,17 @@ class LogSegment:
         except CorruptRecordError:
             self.tail_damaged = True
         self.index.rewrite()
+        self.time_index.add_entry()
+        self.time_index.rewrite()
 
     def _maybe_index(self, entry: Entry, prev_last: int) -> None:
         # A compressed magic 0/1 wrapper names only its last offset.
         first = entry.first_offset if entry.first_offset is not None else prev_last + 1
+        self.time_index.observe(entry.max_timestamp, entry.last_offset)
+        indexed = len(self.index.offsets)
         self.index.on_entry(first, entry.position, entry.size)
+        if len(self.index.offsets) != indexed:
+            self.time_index.add_entry()
 
     def _scan_tail(self) -> None:
         """Find ``next_offset`` by scanning headers after the last index entry."""
@@ -269,7 +325,7 @@ class LogSegment:
         try:
             for entry in self.headers(start):
                 self.next_offset = entry.last_offset + 1
-                self.largest_timestamp = max(self.largest_timestamp, entry.max_timestamp)
+                self.time_index.observe(entry.max_timestamp, entry.last_offset)
                 end = entry.end
         except CorruptRecordError:
             pass
@@ -285,9 +341,10 @@ class LogSegment:
         lowered limit must not destroy data); it only sizes the reads.
         """
         self.index.reset()
-        valid, prev_last, self.largest_timestamp = 0, self.base_offset - 1, -1
+        self.time_index.reset()
+        valid, prev_last = 0, self.base_offset - 1
         try:
-            for buf, entry in self._whole_entries(max(RECOVERY_CHUNK, max_message_bytes)):
+            for buf, entry in whole_entries(self.fd, self._size, max(RECOVERY_CHUNK, max_message_bytes)):
                 validate_entry(buf, entry)
                 first = entry.first_offset
                 if entry.last_offset <= prev_last or (first is not None and first <= prev_last) \
@@ -296,7 +353,6 @@ class LogSegment:
                                              f"{entry.last_offset} after offset {prev_last}")
                 self._maybe_index(entry._replace(position=valid), prev_last)
                 prev_last, valid = entry.last_offset, valid + entry.size
-                self.largest_timestamp = max(self.largest_timestamp, entry.max_timestamp)
         except CorruptRecordError as exc:
             log.warning("segment %s: %s; truncating to %d bytes", self.log_path, exc, valid)
         truncated = self._size - valid
@@ -308,26 +364,9 @@ class LogSegment:
         self.next_offset = prev_last + 1
         self.tail_damaged = False
         self.index.rewrite()
+        self.time_index.add_entry()
+        self.time_index.rewrite()
         return truncated
-
-    def _whole_entries(self, chunk: int) -> Iterator[tuple[bytes, Entry]]:
-        """``(buffer, entry)`` pairs with whole entries, ``entry.position`` relative to ``buffer``."""
-        pos = 0
-        while pos + LOG_OVERHEAD <= self._size:
-            buf = os.pread(self.fd, min(chunk, self._size - pos), pos)
-            consumed = 0
-            for entry in iter_entries(buf):
-                yield buf, entry
-                consumed = entry.end
-            if not consumed:                      # one entry larger than the chunk
-                _, size = LEGACY_PREFIX.unpack_from(buf, 0)
-                if size < V0_MIN_SIZE or pos + LOG_OVERHEAD + size > self._size:
-                    return                        # garbage size or partial tail: stop here
-                buf = os.pread(self.fd, LOG_OVERHEAD + size, pos)
-                entry = read_header(buf, 0)
-                yield buf, entry
-                consumed = entry.end
-            pos += consumed
 
     # --- truncation and lifecycle --------------------------------------------------------------
 
@@ -345,18 +384,28 @@ class LogSegment:
         self._size = position
         self.index.truncate(position)
         self._first_batch_timestamp = None
-        self.next_offset, self.largest_timestamp = self.base_offset, -1
+        self.next_offset = self.base_offset
         self._scan_tail()
+        # The tail scan saw only what follows the last offset-index entry: drop the
+        # time entries past the cut and see that part again.
+        self.time_index.truncate(self.next_offset)
+        for entry in self.headers(self.index.last_position):
+            self.time_index.observe(entry.max_timestamp, entry.last_offset)
         return removed
 
     def flush(self, fsync: Callable[[int], None] | None = None) -> None:
         """fsync the log and index files (with ``fsync`` if given, e.g. in a thread)."""
         (fsync or os.fsync)(self.fd)
         self.index.write(sync=True, fsync=fsync)
+        self.time_index.add_entry()      # the last entry holds the segment's largest timestamp
+        self.time_index.write(sync=True, fsync=fsync)
 
     def close(self) -> None:
         try:
-            self.index.write()
+            if not self._files_replaced:
+                self.index.write()
+                self.time_index.add_entry()
+                self.time_index.write()
         except OSError:
             pass
         if self._fd is not None:
@@ -366,12 +415,19 @@ class LogSegment:
                 pass
             self._fd = None
 
+    def drop_index_writes(self) -> None:
+        """Before a cleaned copy replaces this segment's files: forget unwritten index entries
+        (the copy's time index is written from the group's, :func:`.time_index.write_merged`)."""
+        self.index.unwritten = bytearray()
+        self.time_index.unwritten = bytearray()
+        self._files_replaced = True     # close() writes no index over the copy's
+
     def delete(self, close: bool = True) -> None:
         """Remove the files; with ``close=False`` the fd stays readable until :meth:`close`
         (a FileSlice handed to the network layer may still be in flight)."""
         if close:
             self.close()
-        for path in (self.log_path, self.index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -291,24 +291,35 @@ _define(ApiKey.FETCH, range(9, 11),
                _FETCH_TOPICS_V9, _FORGOTTEN), _FETCH_V7_RESPONSE)
 
 # -- ListOffsets (2) ----------------------------------------------------------
+# After Kafka's ListOffsetsRequest.json/ListOffsetsResponse.json, v0-4 (what Kafka
+# 2.1 served): v1 answers one offset and its record's timestamp instead of v0's
+# list; v2 adds the request's isolation_level and the response's throttle time;
+# v3 only changes throttling; v4 (KIP-320) adds current_leader_epoch per
+# requested partition and the found offset's leader_epoch per answer.
 
 
-def _list_offsets(request_partition: Struct, response_partition: Struct) -> tuple:
-    request = Struct(("replica_id", INT32), ("topics", Array(Struct(
-        ("name", STRING), ("partitions", Array(request_partition))))))
-    response = Struct(("topics", Array(Struct(
-        ("name", STRING), ("partitions", Array(response_partition))))))
-    return request, response
+def _list_offsets(version: int) -> tuple[Struct, Struct]:
+    partition = [("partition_index", INT32), ("timestamp", INT64)]
+    answer = [("partition_index", INT32), ("error_code", INT16)]
+    if version == 0:
+        partition.append(("max_num_offsets", INT32))
+        answer.append(("old_style_offsets", Array(INT64)))
+    else:
+        answer += [("timestamp", INT64), ("offset", INT64)]
+    if version >= 4:
+        partition.insert(1, ("current_leader_epoch", INT32))
+        answer.append(("leader_epoch", INT32))
+    request = [("replica_id", INT32), ("topics", Array(Struct(
+        ("name", STRING), ("partitions", Array(Struct(*partition))))))]
+    response = [("topics", Array(Struct(("name", STRING), ("partitions", Array(Struct(*answer))))))]
+    if version >= 2:
+        request.insert(1, ("isolation_level", INT8))
+        response.insert(0, ("throttle_time_ms", INT32))
+    return Struct(*request), Struct(*response)
 
 
-_define(ApiKey.LIST_OFFSETS, range(0, 1), *_list_offsets(
-    Struct(("partition_index", INT32), ("timestamp", INT64), ("max_num_offsets", INT32)),
-    Struct(("partition_index", INT32), ("error_code", INT16),
-           ("old_style_offsets", Array(INT64)))))
-_define(ApiKey.LIST_OFFSETS, range(1, 2), *_list_offsets(
-    Struct(("partition_index", INT32), ("timestamp", INT64)),
-    Struct(("partition_index", INT32), ("error_code", INT16),
-           ("timestamp", INT64), ("offset", INT64))))
+for _v in range(0, 5):
+    _define(ApiKey.LIST_OFFSETS, range(_v, _v + 1), *_list_offsets(_v))
 
 # -- Group APIs (8-16): their own module --------------------------------------
 

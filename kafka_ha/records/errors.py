@@ -45,3 +45,9 @@ class OffsetMismatchError(RecordsError):
     """
 
     code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidTimestampError(RecordsError):
+    """A CreateTime timestamp beyond ``message.timestamp.difference.max.ms`` (INVALID_TIMESTAMP)."""
+
+    code = ErrorCode.INVALID_TIMESTAMP

@@ -3,7 +3,8 @@
 Follows Kafka 2.x's ConsoleConsumer: ``--offset`` needs ``--partition``,
 ``--from-beginning`` and ``--offset`` exclude each other, the formatter
 honours ``print.key``, ``print.value``, ``print.timestamp``, ``key.separator``
-and ``line.separator``, and the run ends with ``Processed a total of N
+and ``line.separator``, and ``print.headers`` with ``headers.separator`` (KIP-431,
+Kafka 2.7: ``k1:v1,k2:v2`` after the timestamp, ``NO_HEADERS`` when there are none), and the run ends with ``Processed a total of N
 messages`` on stderr.  Without ``--partition`` every partition of the topic
 is assigned (there is no group membership); with ``--group`` positions start
 from the group's committed offsets and are committed on exit.
@@ -38,7 +39,8 @@ def build_parser() -> ToolArgumentParser:
                    help="Exit if no message is available for consumption for this long.")
     p.add_argument("--group", help="The consumer group id (offsets are committed on exit).")
     p.add_argument("--property", action="append", default=[],
-                   help="print.key, print.value, print.timestamp, key.separator, line.separator")
+                   help="print.key, print.value, print.timestamp, print.headers, key.separator, "
+                        "headers.separator, line.separator")
     p.add_argument("--consumer-property", action="append", default=[])
     p.add_argument("--skip-message-on-error", action="store_true")
     return p
@@ -73,6 +75,8 @@ class MessageFormatter:
         self.print_key = props.get("print.key", "false").lower() == "true"
         self.print_value = props.get("print.value", "true").lower() == "true"
         self.print_timestamp = props.get("print.timestamp", "false").lower() == "true"
+        self.print_headers = props.get("print.headers", "false").lower() == "true"
+        self.headers_separator = props.get("headers.separator", ",").encode()
         self.key_separator = props.get("key.separator", "\t").encode()
         self.line_separator = props.get("line.separator", "\n").encode()
 
@@ -81,6 +85,12 @@ class MessageFormatter:
         if self.print_timestamp:
             kind = TIMESTAMP_TYPES.get(record.timestamp_type)
             out.append(f"{kind}:{record.timestamp_ms}".encode() if kind else b"NO_TIMESTAMP")
+            out.append(self.key_separator if self.print_key or self.print_value
+                       else self.line_separator)
+        if self.print_headers:
+            out.append(self.headers_separator.join(
+                k.encode() + b":" + (b"null" if v is None else v) for k, v in record.headers)
+                if record.headers else b"NO_HEADERS")
             out.append(self.key_separator if self.print_key or self.print_value
                        else self.line_separator)
         if self.print_key:

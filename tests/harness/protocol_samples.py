@@ -233,6 +233,11 @@ REQUESTS = {
         {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]},
     (K.LIST_OFFSETS, 1): {"replica_id": -1, "topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "timestamp": -2}]}]},
+    **{(K.LIST_OFFSETS, v): {"replica_id": -1, "isolation_level": 1, "topics": [
+        {"name": "orders", "partitions": [{"partition_index": 0, "timestamp": 1_600_000_000_000}]}]}
+       for v in (2, 3)},
+    (K.LIST_OFFSETS, 4): {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "current_leader_epoch": 5, "timestamp": -1}]}]},
     (K.FIND_COORDINATOR, 0): {"key": "my-group"},
     **{(K.OFFSET_COMMIT, v): _offset_commit_request(v) for v in range(3)},
     **{(K.OFFSET_FETCH, v): {"group_id": "g1", "topics": [
@@ -268,6 +273,11 @@ RESPONSES = {
         {"partition_index": 0, "error_code": 0, "old_style_offsets": [1000]}]}]},
     (K.LIST_OFFSETS, 1): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": 1000}]}]},
+    **{(K.LIST_OFFSETS, v): {"throttle_time_ms": 0, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "timestamp": 1_600_000_000_007, "offset": 1000}]}]}
+       for v in (2, 3)},
+    (K.LIST_OFFSETS, 4): {"throttle_time_ms": 0, "topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": 1000, "leader_epoch": 5}]}]},
     (K.FIND_COORDINATOR, 0): {"error_code": 0, "node_id": 1, "host": "broker1", "port": 9092},
     **{(K.OFFSET_COMMIT, v): {"topics": [{"name": "orders", "partitions": [
         {"partition_index": 0, "error_code": 0},

@@ -121,6 +121,14 @@ def test_console_consumer_formatter():
                                              "print.value": "false"})
     assert fmt.format(record._replace(key=b"k")) == b"k\n"
     assert console_consumer.MessageFormatter({}).format(record) == b"v\n"
+    # KIP-431 (Kafka 2.7): headers after the timestamp, NO_HEADERS when there are none.
+    fmt = console_consumer.MessageFormatter({"print.headers": "true", "print.timestamp": "true"})
+    assert fmt.format(record) == b"CreateTime:1234\tNO_HEADERS\tv\n"
+    with_headers = record._replace(headers=(("a", b"1"), ("b", None)), timestamp_type=1)
+    assert fmt.format(with_headers) == b"LogAppendTime:1234\ta:1,b:null\tv\n"
+    fmt = console_consumer.MessageFormatter({"print.headers": "true", "headers.separator": ";",
+                                             "print.value": "false"})
+    assert fmt.format(with_headers) == b"a:1;b:null\n"
 
 
 def test_console_consumer_from_beginning_max_messages(cluster, capsys):

@@ -43,7 +43,7 @@ BATCH = len(produce())          # 1,297 bytes: six batches per 8,000-byte segmen
 
 def test_leader_appends_assign_offsets_and_roll_segments(lg):
     info = lg.append_as_leader(produce(), 3)
-    assert info == (0, 3, 4, 1003, 1)
+    assert info == (0, 3, 4, 1003, 1, -1)   # -1: CreateTime, no log append time
     fill(lg, 19, epoch=3)
     assert lg.log_end_offset == 80
     assert lg.segment_base_offsets() == [0, 24, 48, 72]
@@ -261,8 +261,8 @@ def test_flush_advances_the_recovery_point(lg, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
     lg.flush(up_to=30)
-    # two segments (log + index), the log's directory, the epoch checkpoint (file + directory)
-    assert lg.recovery_point == 30 and len(synced) == 2 * 2 + 1 + 2
+    # two segments (log, index, time index), the log's directory, the epoch checkpoint (file + directory)
+    assert lg.recovery_point == 30 and len(synced) == 2 * 3 + 1 + 2
     lg.flush()
     assert lg.recovery_point == 80
 
@@ -299,8 +299,9 @@ def test_flush_ms_is_due_after_the_last_flush(tmp_path):
 def test_offset_for_time(lg):
     for i in range(5):
         lg.append_as_leader(produce(ts=1000 * i), 0)
-    assert lg.offset_for_time(-1) == 20 and lg.offset_for_time(-2) == 0
-    assert lg.offset_for_time(2001) == 8 and lg.offset_for_time(10**9) is None
+    assert lg.offset_for_time(-1) == (20, -1) and lg.offset_for_time(-2) == (0, -1)
+    # Record-level, as Kafka answers: the batch at 8..11 holds 2000..2003, so 2001 is offset 9.
+    assert lg.offset_for_time(2001) == (9, 2001) and lg.offset_for_time(10**9) is None
 
 
 def test_deleted_segments_stay_readable_until_the_delay(tmp_path):

@@ -120,3 +120,25 @@ def test_tombstones_go_delete_retention_ms_after_a_pass_cleaned_past_them(tmp_pa
     pass_with_new_data(10**12 + 60_000)
     assert k0() == [], "60 s after the first pass cleaned past it"
     manager.close()
+
+
+def test_a_cleaned_copy_gets_the_groups_time_index_without_a_rebuild(tmp_path, monkeypatch):
+    from kafka_ha.log.segment import LogSegment
+    manager = LogManager([str(tmp_path)], LogConfig(), lambda topic: CONFIGS[topic])
+    lg = manager.get_or_create_log(COMPACTED)
+    for i in range(50):       # timestamps that grow: each segment's largest is its last record's
+        lg.append_as_leader(build_v2_batch([Record(b"k%d" % (i % 5), b"%d" % i, 1000 + i)]), 0)
+    hws = {COMPACTED: lg.log_end_offset}
+    config = BrokerConfig({"broker.id": 1, "zookeeper.connect": "127.0.0.1:1"})
+    cleaner = LogCleaner(manager, lambda: hws, config, offload=run_here)
+    before = [s.largest_timestamp for s in lg.segments()[:-1]]
+    rebuilt = []
+    real = LogSegment._rebuild_index
+    monkeypatch.setattr(LogSegment, "_rebuild_index", lambda self: rebuilt.append(self) or real(self))
+    assert cleaner.clean_once()
+    assert rebuilt == [], "the swap (on the event loop) scanned a segment to rebuild an index"
+    cleaned = lg.segments()[:-1]
+    # Upper bounds of what each copy holds (emptied copies keep their old bound).
+    assert [s.largest_timestamp for s in cleaned] == before
+    assert lg.offset_for_time(1000 + 48)[0] == 48      # the latest k3, kept by compaction
+    manager.close()

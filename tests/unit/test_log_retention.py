@@ -100,7 +100,7 @@ def test_the_log_start_offset_can_move_into_a_segment(tmp_path):
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(21, 10**6)
     assert offsets(lg.read(22, 10**6), 22) == list(range(22, 40))
-    assert lg.offset_for_time(-2) == 22 and lg.offset_for_time(0) == 22
+    assert lg.offset_for_time(-2) == (22, -1) and lg.offset_for_time(0)[0] == 22
     assert lg.epoch_cache.entries() == [(3, 22), (4, 40)]
     assert not lg.maybe_increment_log_start_offset(10)      # never backwards
     assert lg.log_start_offset == 22

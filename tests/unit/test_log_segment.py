@@ -37,7 +37,8 @@ def segment(tmp_path):
 def test_file_names_and_sparse_index(segment, tmp_path):
     fill(segment)
     segment.flush()  # index entries reach the file in batches, and at the latest on flush
-    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log"]
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                            "00000000000000000000.timeindex"]
     index = (tmp_path / "00000000000000000000.index").read_bytes()
     pairs = list(INDEX_ENTRY.iter_unpack(index))
     # batches are ~1.3 KB: one index entry every second batch, once > 2048 bytes were written

@@ -1,0 +1,33 @@
+"""Read a segment file as whole entries in large chunks (recovery's CRC-checking pass).
+
+Apart from :mod:`.segment` to keep that module small; the header-only scans that
+serve reads stay there (``LogSegment.headers``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE
+from kafka_ha.records.shallow import Entry, iter_entries, read_header
+
+
+def whole_entries(fd: int, size: int, chunk: int) -> Iterator[tuple[bytes, Entry]]:
+    """``(buffer, entry)`` pairs with whole entries of the first ``size`` bytes of ``fd``,
+    ``entry.position`` relative to ``buffer``; stops at a partial or impossible entry."""
+    pos = 0
+    while pos + LOG_OVERHEAD <= size:
+        buf = os.pread(fd, min(chunk, size - pos), pos)
+        consumed = 0
+        for entry in iter_entries(buf):
+            yield buf, entry
+            consumed = entry.end
+        if not consumed:                      # one entry larger than the chunk
+            _, length = LEGACY_PREFIX.unpack_from(buf, 0)
+            if length < V0_MIN_SIZE or pos + LOG_OVERHEAD + length > size:
+                return                        # garbage size or partial tail: stop here
+            buf = os.pread(fd, LOG_OVERHEAD + length, pos)
+            entry = read_header(buf, 0)
+            yield buf, entry
+            consumed = entry.end
+        pos += consumed
