@@ -44,9 +44,7 @@ KAFKA_2_1 = {
 NOT_IN_2_1 = {K.ELECT_LEADERS, K.INCREMENTAL_ALTER_CONFIGS, K.ALTER_PARTITION_REASSIGNMENTS,
               K.LIST_PARTITION_REASSIGNMENTS}
 # Still short of 2.1, and whose job it is: strict, so that each line goes once it is done.
-PENDING = {
-    K.LIST_OFFSETS: "ListOffsets v2-4 come with the time index (issue 22, another change)",
-}
+PENDING: dict[ApiKey, str] = {}
 # KIP-896 (Kafka 4.0): the oldest version of each API that 4.x still speaks.
 KIP_896_MINIMUM = {
     K.PRODUCE: 3, K.FETCH: 4, K.LIST_OFFSETS: 1, K.METADATA: 0, K.OFFSET_COMMIT: 2,
