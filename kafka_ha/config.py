@@ -220,6 +220,9 @@ KEYS: tuple[Key, ...] = (
     Key("log.flush.offset.checkpoint.interval.ms", _int, 60000,
         "period of the recovery-point checkpoint, which bounds recovery after a crash", 1),
     Key("reserved.broker.max.id", _int, 1000, "highest id a broker may configure", 0),
+    # Not a Kafka key (Kafka exports JMX; Prometheus users add jmx_exporter).
+    Key("metrics.port", _int, -1, "port of the Prometheus /metrics endpoint (on the listener's "
+        "host); -1 turns it off, 0 binds an ephemeral port", -1),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 REQUIRED = ("broker.id", "zookeeper.connect")
