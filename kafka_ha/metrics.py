@@ -27,7 +27,7 @@ _counts: dict[str, float] = defaultdict(float)
 _bytes_in: dict[str, int] = defaultdict(int)     # topic -> bytes appended as leader
 _bytes_out: dict[str, int] = defaultdict(int)    # topic -> bytes read by consumers
 _requests: dict[tuple[str, int], int] = defaultdict(int)   # (request, version) -> count
-# request -> [count per bucket..., sum_ms, count]
+# request -> [count per bucket..., count above the last bucket, sum_ms, count]
 _request_times: dict[str, list[float]] = {}
 
 ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks"
@@ -90,7 +90,7 @@ def request_done(request: str, version: int, elapsed_ms: float) -> None:
     _requests[(request, version)] += 1
     times = _request_times.get(request)
     if times is None:
-        times = _request_times[request] = [0.0] * (len(TIME_BUCKETS_MS) + 2)
+        times = _request_times[request] = [0.0] * (len(TIME_BUCKETS_MS) + 3)
     times[bisect.bisect_left(TIME_BUCKETS_MS, elapsed_ms)] += 1
     times[-2] += elapsed_ms
     times[-1] += 1
@@ -188,6 +188,7 @@ class BrokerCollector:
     def collect(self):
         from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                             HistogramMetricFamily, SummaryMetricFamily)
+        from prometheus_client.utils import floatToGoString
         src = self.source
         families: dict[str, Any] = {}
 
@@ -232,9 +233,42 @@ class BrokerCollector:
             cumulative, buckets = 0.0, []
             for bound, n in zip(TIME_BUCKETS_MS + (float("inf"),), counts):
                 cumulative += n
-                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+                buckets.append((floatToGoString(bound), cumulative))
             times.add_metric([request], buckets, counts[-2])
         yield times
+
+
+class _OneFamily:
+    """A registry stand-in that collects one family (for prometheus_client's formatter)."""
+
+    def __init__(self, family) -> None:
+        self.family = family
+
+    def collect(self):
+        return [self.family]
+
+
+def exposition(collector, pause: Callable[[], None]) -> bytes:
+    """Prometheus text of ``collector``'s families, formatted ``SCRAPE_SLICE`` samples at a
+    time with a ``pause`` after each slice: formatting 10k partitions' samples in one go
+    would hold the loop for hundreds of ms (prometheus_client formats a whole registry
+    at once, so it gets one slice of one family at a time).
+    """
+    import copy
+
+    from prometheus_client.exposition import generate_latest
+    chunks = []
+    for family in collector.collect():
+        samples = family.samples
+        for start in range(0, max(len(samples), 1), SCRAPE_SLICE):
+            part = copy.copy(family)
+            part.samples = samples[start:start + SCRAPE_SLICE]
+            text = generate_latest(_OneFamily(part))
+            if start:
+                text = text.split(b"\n", 2)[2]   # the family's HELP and TYPE lines come once
+            chunks.append(text)
+            pause()
+    return b"".join(chunks)
 
 
 _GAUGE_HELP = {

@@ -1,11 +1,11 @@
 """The broker's ``/metrics`` endpoint (``metrics.port``): Prometheus text over HTTP.
 
 prometheus_client's own ``start_http_server`` serves from a thread; the broker runs on
-gevent, so the endpoint is a ``gevent.pywsgi`` server around prometheus_client's WSGI
-app instead: each scrape is a greenlet, and the collector's pauses
-(``gevent.sleep(0)`` every few thousand partitions) let requests and ZooKeeper
-heartbeats run in between.  Each broker has its own registry: nothing else (the
-Python process collectors of the default registry) is exported.
+gevent, so the endpoint is a ``gevent.pywsgi`` server instead: each scrape is a
+greenlet, and the collector's and the formatter's pauses (``gevent.sleep(0)`` every
+``SCRAPE_SLICE`` partitions or samples) let requests and ZooKeeper heartbeats run in
+between.  Only the broker's collector is exported (not the Python process collectors
+of prometheus_client's default registry).
 """
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ import logging
 
 import gevent
 from gevent.pywsgi import WSGIServer
-from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from kafka_ha.metrics import BrokerCollector
+from kafka_ha.metrics import BrokerCollector, exposition
 
 log = logging.getLogger(__name__)
+# The classic text format, which every Prometheus 2.x parses.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _pause() -> None:
+    gevent.sleep(0)
 
 
 class ServerMetricsSource:
@@ -47,10 +52,21 @@ class ServerMetricsSource:
 
 class MetricsEndpoint:
     def __init__(self, host: str, port: int, source) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(source, lambda: gevent.sleep(0)))
-        self._server = WSGIServer((host, port), make_wsgi_app(self.registry), log=None,
+        self.collector = BrokerCollector(source, _pause)
+        self._server = WSGIServer((host, port), self._app, log=None,
                                   error_log=logging.getLogger("kafka_ha.metrics.http"))
+
+    def _app(self, environ, start_response):
+        if environ.get("PATH_INFO", "/") not in ("/metrics", "/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"Only /metrics is served here\n"]
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Content-Type", "text/plain")])
+            return [b"Use GET\n"]
+        body = exposition(self.collector, _pause)
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE),
+                                  ("Content-Length", str(len(body)))])
+        return [] if environ["REQUEST_METHOD"] == "HEAD" else [body]
 
     @property
     def port(self) -> int:
