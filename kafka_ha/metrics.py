@@ -29,10 +29,15 @@ _bytes_out: dict[str, int] = defaultdict(int)    # topic -> bytes read by consum
 _requests: dict[tuple[str, int], int] = defaultdict(int)   # (request, version) -> count
 # request -> [count per bucket..., count above the last bucket, sum_ms, count]
 _request_times: dict[str, list[float]] = {}
+_zk_request_times: list[float] = []   # as one of _request_times' lists
 
 ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks"
 ISR_EXPANDS = "kafka_server_replicamanager_isrexpands"
 UNCLEAN_ELECTIONS = "kafka_controller_controllerstats_uncleanleaderelections"
+ZK_EXPIRES = "kafka_server_sessionexpirelistener_zookeeperexpires"
+ZK_DISCONNECTS = "kafka_server_sessionexpirelistener_zookeeperdisconnects"
+ZK_SYNC_CONNECTS = "kafka_server_sessionexpirelistener_zookeepersyncconnects"
+ZK_LATENCY = "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms"
 LEADER_ELECTION = "kafka_controller_controllerstats_leaderelectionrateandtimems"
 REQUESTS = "kafka_network_requestmetrics_requests"
 TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
@@ -43,6 +48,9 @@ _COUNTER_HELP = {
     ISR_SHRINKS: "ISR shrinks written by this broker as leader (Kafka's IsrShrinksPerSec)",
     ISR_EXPANDS: "ISR expansions written by this broker as leader (IsrExpandsPerSec)",
     UNCLEAN_ELECTIONS: "unclean leader elections by this controller (UncleanLeaderElectionsPerSec)",
+    ZK_EXPIRES: "ZooKeeper sessions of this broker that expired (ZooKeeperExpiresPerSec)",
+    ZK_DISCONNECTS: "disconnections from ZooKeeper (ZooKeeperDisconnectsPerSec)",
+    ZK_SYNC_CONNECTS: "(re)connections to ZooKeeper (ZooKeeperSyncConnectsPerSec)",
 }
 # Request time buckets, in ms (Prometheus histogram upper bounds).
 TIME_BUCKETS_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -91,9 +99,27 @@ def request_done(request: str, version: int, elapsed_ms: float) -> None:
     times = _request_times.get(request)
     if times is None:
         times = _request_times[request] = [0.0] * (len(TIME_BUCKETS_MS) + 3)
+    _observe(times, elapsed_ms)
+
+
+def zk_request_done(elapsed_ms: float) -> None:
+    if not _zk_request_times:
+        _zk_request_times.extend([0.0] * (len(TIME_BUCKETS_MS) + 3))
+    _observe(_zk_request_times, elapsed_ms)
+
+
+def _observe(times: list[float], elapsed_ms: float) -> None:
     times[bisect.bisect_left(TIME_BUCKETS_MS, elapsed_ms)] += 1
     times[-2] += elapsed_ms
     times[-1] += 1
+
+
+def zk_state_changed(state: str) -> None:
+    """A kazoo connection-state listener: LOST is an expired session, SUSPENDED a lost
+    connection, CONNECTED a (re)connection."""
+    name = {"LOST": ZK_EXPIRES, "SUSPENDED": ZK_DISCONNECTS, "CONNECTED": ZK_SYNC_CONNECTS}.get(str(state))
+    if name is not None:
+        _counts[name] += 1
 
 
 def request_name(api_key_name: str) -> str:
@@ -227,15 +253,22 @@ class BrokerCollector:
         for (request, version), n in list(_requests.items()):
             requests.add_metric([request, str(version)], n)
         yield requests
+        def buckets(counts: list[float]) -> list[tuple[str, float]]:
+            cumulative, pairs = 0.0, []
+            for bound, n in zip(TIME_BUCKETS_MS + (float("inf"),), counts):
+                cumulative += n
+                pairs.append((floatToGoString(bound), cumulative))
+            return pairs
         times = HistogramMetricFamily(TOTAL_TIME, "time from a request's arrival to its answer, ms "
                                       "(TotalTimeMs)", labels=["request"])
         for request, counts in list(_request_times.items()):
-            cumulative, buckets = 0.0, []
-            for bound, n in zip(TIME_BUCKETS_MS + (float("inf"),), counts):
-                cumulative += n
-                buckets.append((floatToGoString(bound), cumulative))
-            times.add_metric([request], buckets, counts[-2])
+            times.add_metric([request], buckets(counts), counts[-2])
         yield times
+        zk_times = HistogramMetricFamily(ZK_LATENCY, "time of this broker's ZooKeeper requests, ms "
+                                         "(ZooKeeperRequestLatencyMs)")
+        if _zk_request_times:
+            zk_times.add_metric([], buckets(_zk_request_times), _zk_request_times[-2])
+        yield zk_times
 
 
 class _OneFamily:
@@ -297,5 +330,5 @@ def exported_names() -> set[str]:
     names |= {n + "_total" for n in _COUNTER_HELP} | {BYTES_IN + "_total", BYTES_OUT + "_total",
                                                      REQUESTS + "_total"}
     names |= {LEADER_ELECTION + "_count", LEADER_ELECTION + "_sum"}
-    names |= {TOTAL_TIME + "_count", TOTAL_TIME + "_sum", TOTAL_TIME + "_bucket"}
+    names |= {name + suffix for name in (TOTAL_TIME, ZK_LATENCY) for suffix in ("_count", "_sum", "_bucket")}
     return names

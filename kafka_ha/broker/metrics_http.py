@@ -14,6 +14,7 @@ import logging
 import gevent
 from gevent.pywsgi import WSGIServer
 
+from kafka_ha import metrics
 from kafka_ha.metrics import BrokerCollector, exposition
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ class ServerMetricsSource:
     def __init__(self, server) -> None:
         self._server = server
         self.broker_id = server.broker_id
+        if server.zk is not None:
+            # Counts expirations, disconnections and connections from now on.
+            server.zk.add_listener(metrics.zk_state_changed)
 
     def partitions(self) -> list:
         manager = self._server.replica_manager

@@ -137,6 +137,8 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
     assert prom.query('sum(kafka_network_requestmetrics_totaltimems_count{request="Fetch"}) > 0')
     assert prom.query('sum(kafka_server_sessionexpirelistener_sessionstate{state="CONNECTED"})') \
         == {"": 3.0}
+    zk_requests = prom.query("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count > 0")
+    assert set(zk_requests) == {"1", "2", "3"}
     elections_before = prom.query("kafka_controller_controllerstats_leaderelectionrateandtimems_count")
 
     victim = cluster.controller()

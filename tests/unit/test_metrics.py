@@ -131,6 +131,9 @@ def test_event_counters_and_request_histogram():
     metrics.bytes_out("unit-topic", 70)
     metrics.request_done("Produce", 7, 3.0)
     metrics.request_done("Produce", 7, 700.0)
+    metrics.zk_request_done(30.0)
+    for state in ("SUSPENDED", "CONNECTED", "SUSPENDED", "LOST", "CONNECTED"):
+        metrics.zk_state_changed(state)   # kazoo's KazooState values
     after, text = scrape(Source([]))
     assert delta("kafka_server_replicamanager_isrshrinks_total") == 1
     assert delta("kafka_server_replicamanager_isrexpands_total") == 2
@@ -145,6 +148,12 @@ def test_event_counters_and_request_histogram():
     assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="5.0") == 1
     assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="1000.0") == 2
     assert "# TYPE kafka_network_requestmetrics_totaltimems histogram" in text
+    zk = "kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms"
+    assert delta(zk + "_count") == 1 and delta(zk + "_sum") == 30.0
+    assert delta(zk + "_bucket", le="25.0") == 0 and delta(zk + "_bucket", le="50.0") == 1
+    assert delta("kafka_server_sessionexpirelistener_zookeeperdisconnects_total") == 2
+    assert delta("kafka_server_sessionexpirelistener_zookeeperexpires_total") == 1
+    assert delta("kafka_server_sessionexpirelistener_zookeepersyncconnects_total") == 2
 
 
 def test_timed_wrapper_names_requests_as_kafka_does():
@@ -203,6 +212,7 @@ def test_exported_names_match_a_scrape():
     metrics.bytes_in("names-topic", 1)
     metrics.bytes_out("names-topic", 1)
     metrics.request_done("Fetch", 11, 1.0)
+    metrics.zk_request_done(2.0)
     tp = TopicPartition("n", 0)
     samples, _ = scrape(Source([partition("n", 0, BROKER, (1,), (1,))],
                                ctx=controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})))
