@@ -22,6 +22,8 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Iterator
 
+from kafka_ha.protocol.deferred import DeferredResponse
+
 # Event counters: metric name -> value.  Only the names in _COUNTER_HELP are used.
 _counts: dict[str, float] = defaultdict(float)
 _bytes_in: dict[str, int] = defaultdict(int)     # topic -> bytes appended as leader
@@ -132,21 +134,46 @@ def request_name(api_key_name: str) -> str:
 
 
 def timed(handle: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """Wrap the broker's request handler (``handle(header, reader)``) to count each
-    request and its time to the answer (not its time on the socket)."""
+    """Wrap the broker's request handler (``handle(header, reader)``, which returns
+    ``(body, version)`` or None) to count each request and its time to the answer (not
+    its time on the socket).  A deferred answer (an acks=all Produce waiting for its
+    replicas, protocol/deferred.py) is timed until it is finished, as Kafka's
+    TotalTimeMs includes the wait in its purgatory."""
     names: dict[Any, str] = {}
+
+    def done(header, started: float) -> None:
+        key = header.api_key
+        name = names.get(key)
+        if name is None:
+            name = names[key] = request_name(getattr(key, "name", str(key)))
+        request_done(name, header.api_version, (time.monotonic() - started) * 1000)
 
     def handle_timed(header, reader):
         started = time.monotonic()
+        answered = False
         try:
-            return handle(header, reader)
+            result = handle(header, reader)
+            if result is not None and isinstance(result[0], DeferredResponse):
+                result[0].finish = _finished_then(result[0].finish, lambda: done(header, started))
+            else:
+                answered = True
+            return result
+        except BaseException:
+            answered = True
+            raise
         finally:
-            key = header.api_key
-            name = names.get(key)
-            if name is None:
-                name = names[key] = request_name(getattr(key, "name", str(key)))
-            request_done(name, header.api_version, (time.monotonic() - started) * 1000)
+            if answered:
+                done(header, started)
     return handle_timed
+
+
+def _finished_then(finish: Callable[[], Any], then: Callable[[], None]) -> Callable[[], Any]:
+    def finish_timed():
+        try:
+            return finish()
+        finally:
+            then()
+    return finish_timed
 
 
 # ---- scrape time ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from kafka_ha import metrics  # noqa: E402
 from kafka_ha.controller.context import ControllerContext  # noqa: E402
 from kafka_ha.model import LeaderAndIsr, TopicPartition  # noqa: E402
+from kafka_ha.protocol.deferred import DeferredResponse  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = 1
@@ -165,6 +166,19 @@ def test_timed_wrapper_names_requests_as_kafka_does():
         metrics.timed(lambda h, r: (_ for _ in ()).throw(ValueError("bad")))(header, None)
     assert metrics.timed(lambda h, r: "answer")(header, None) == "answer"
     assert metrics._requests[("LeaderAndIsr", 1)] == before + 2
+
+
+def test_deferred_answers_are_timed_until_finished():
+    class Key:
+        name = "PRODUCE"
+    header = SimpleNamespace(api_key=Key(), api_version=99)
+    deferred = DeferredResponse(lambda: {"answer": 1})
+    result = metrics.timed(lambda h, r: (deferred, 99))(header, None)
+    assert metrics._requests[("Produce", 99)] == 0   # not answered yet
+    assert result[0].finish() == {"answer": 1}
+    assert metrics._requests[("Produce", 99)] == 1
+    assert metrics.timed(lambda h, r: None)(header, None) is None   # acks=0: no answer
+    assert metrics._requests[("Produce", 99)] == 2
 
 
 def test_scrape_of_10k_partitions_pauses_for_the_loop():
