@@ -192,6 +192,8 @@ def _partition_gauges(partitions: list, broker_id: int, min_isr_for: Callable[[s
         yield "kafka_log_log_logendoffset", labels, log.log_end_offset
         yield "kafka_log_log_logstartoffset", labels, log.log_start_offset
         if p.leader == broker_id:
+            # kafka_exporter's name for the newest offset a consumer can read
+            yield "kafka_topic_partition_current_offset", labels, p.high_watermark
             if len(p.isr) < len(p.replicas):
                 under_replicated += 1
             min_isr = min_isrs.get(p.tp.topic)
@@ -204,6 +206,20 @@ def _partition_gauges(partitions: list, broker_id: int, min_isr_for: Callable[[s
     yield "kafka_server_replicamanager_partitioncount", {}, len(partitions)
     yield "kafka_server_replicamanager_leadercount", {}, sum(
         1 for p in partitions if p.leader == broker_id)
+
+
+def committed_offsets(offsets: dict, pause: Callable[[], None]
+                      ) -> Iterator[tuple[str, dict[str, str], float]]:
+    """kafka_exporter's ``kafka_consumergroup_current_offset`` of each group this broker
+    coordinates, from the group coordinator's ``{group: {(topic, partition): OffsetValue}}``."""
+    done = 0
+    for group, committed in list(offsets.items()):   # commits may land while we pause
+        for (topic, partition), value in list(committed.items()):
+            done += 1
+            if done % SCRAPE_SLICE == 0:
+                pause()
+            yield ("kafka_consumergroup_current_offset",
+                   {"consumergroup": group, "topic": topic, "partition": str(partition)}, value.offset)
 
 
 def controller_gauges(ctx, pause: Callable[[], None]) -> tuple[int, int]:
@@ -230,8 +246,9 @@ class BrokerCollector:
 
     ``source`` gives what a scrape reads, each possibly None while the broker starts:
     ``partitions()`` (Partition objects), ``broker_id``, ``min_isr(topic)``,
-    ``controller_context()`` (None unless this broker is the active controller) and
-    ``zk_state()`` (the ZooKeeper client's state name).
+    ``controller_context()`` (None unless this broker is the active controller),
+    ``zk_state()`` (the ZooKeeper client's state name) and ``committed_offsets()`` (the
+    group coordinator's ``{group: {(topic, partition): OffsetValue}}``).
     """
 
     def __init__(self, source, pause: Callable[[], None]) -> None:
@@ -261,6 +278,8 @@ class BrokerCollector:
         gauge("kafka_controller_kafkacontroller_offlinepartitionscount", {}, offline)
         gauge("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", {}, imbalanced)
         gauge("kafka_server_sessionexpirelistener_sessionstate", {"state": src.zk_state()}, 1)
+        for name, labels, value in committed_offsets(src.committed_offsets(), self.pause):
+            gauge(name, labels, value)
         yield from families.values()
 
         for name, doc in _COUNTER_HELP.items():
@@ -348,6 +367,10 @@ _GAUGE_HELP = {
         "partitions not led by their preferred replica (counted by the active controller)",
     "kafka_server_sessionexpirelistener_sessionstate":
         "1, labelled with the state of this broker's ZooKeeper session",
+    "kafka_topic_partition_current_offset":
+        "high watermark of a partition led here (kafka_exporter's name)",
+    "kafka_consumergroup_current_offset":
+        "offset a group coordinated here committed for a partition (kafka_exporter's name)",
 }
 
 

@@ -49,6 +49,10 @@ class ServerMetricsSource:
         term = controller.term if controller is not None else None
         return term.ctx if term is not None else None
 
+    def committed_offsets(self) -> dict:
+        coordinator = self._server.group_coordinator
+        return coordinator.catalog.offsets if coordinator is not None else {}
+
     def zk_state(self) -> str:
         zk = self._server.zk
         return str(zk.client_state) if zk is not None else "NOT_CONNECTED"

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from kafka_ha import metrics  # noqa: E402
 from kafka_ha.controller.context import ControllerContext  # noqa: E402
+from kafka_ha.coordinator.offsets_records import OffsetValue  # noqa: E402
 from kafka_ha.model import LeaderAndIsr, TopicPartition  # noqa: E402
 from kafka_ha.protocol.deferred import DeferredResponse  # noqa: E402
 
@@ -23,13 +24,14 @@ BROKER = 1
 
 def partition(topic, index, leader, replicas, isr, size=100, leo=10, start=0):
     return SimpleNamespace(tp=TopicPartition(topic, index), leader=leader, replicas=tuple(replicas),
-                           isr=tuple(isr), log=SimpleNamespace(size=size, log_end_offset=leo,
+                           isr=tuple(isr), high_watermark=leo - 1, log=SimpleNamespace(size=size, log_end_offset=leo,
                                                                log_start_offset=start))
 
 
 class Source:
-    def __init__(self, partitions, ctx=None, min_isr=None, zk_state="CONNECTED"):
+    def __init__(self, partitions, ctx=None, min_isr=None, zk_state="CONNECTED", committed=None):
         self._partitions = partitions
+        self._committed = committed or {}
         self.broker_id = BROKER
         self._ctx = ctx
         self._min_isr = min_isr or {}
@@ -46,6 +48,9 @@ class Source:
 
     def zk_state(self):
         return self._zk_state
+
+    def committed_offsets(self):
+        return self._committed
 
 
 def scrape(source, pauses=None):
@@ -90,6 +95,9 @@ def test_replica_gauges_count_only_partitions_led_here():
     assert value(samples, "kafka_log_log_logendoffset", topic="a", partition="0") == 42
     assert value(samples, "kafka_log_log_logstartoffset", topic="a", partition="0") == 7
     assert value(samples, "kafka_log_log_size", topic="b", partition="1") == 100
+    # The newest readable offset (high watermark) of the partitions led here only.
+    assert value(samples, "kafka_topic_partition_current_offset", topic="a", partition="0") == 41
+    assert ("kafka_topic_partition_current_offset", (("partition", "1"), ("topic", "b"))) not in samples
     assert value(samples, "kafka_server_sessionexpirelistener_sessionstate", state="CONNECTED") == 1
     # Not the controller: the controller's gauges are 0, as on Kafka's other brokers.
     assert value(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 0
@@ -113,6 +121,19 @@ def test_controller_gauges_offline_and_preferred_imbalance():
     samples, _ = scrape(Source([], ctx=ctx))
     assert value(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(samples, "kafka_controller_kafkacontroller_preferredreplicaimbalancecount") == 0
+
+
+def test_committed_offsets_of_coordinated_groups():
+    committed = {"g1": {("a", 0): OffsetValue(17, "", 0), ("a", 1): OffsetValue(3, "m", 0)},
+                 "g2": {("b", 0): OffsetValue(0, "", 0)}}
+    samples, _ = scrape(Source([], committed=committed))
+    assert value(samples, "kafka_consumergroup_current_offset",
+                 consumergroup="g1", topic="a", partition="0") == 17
+    assert value(samples, "kafka_consumergroup_current_offset",
+                 consumergroup="g1", topic="a", partition="1") == 3
+    assert value(samples, "kafka_consumergroup_current_offset",
+                 consumergroup="g2", topic="b", partition="0") == 0
+    assert len([k for k in samples if k[0] == "kafka_consumergroup_current_offset"]) == 3
 
 
 def test_event_counters_and_request_histogram():
@@ -206,8 +227,11 @@ def test_scrape_of_10k_partitions_pauses_for_the_loop():
         1 for p in parts if p.leader != 1)
 
 
-def referenced_names(text):
-    return set(re.findall(r"\bkafka_[a-z_]+", text))
+def expressions(path, doc):
+    """The PromQL of a dashboard's panels or of a rule file's rules."""
+    if path.endswith(".json"):
+        return [t["expr"] for panel in doc["panels"] for t in panel["targets"]]
+    return [rule["expr"] for group in doc["groups"] for rule in group["rules"]]
 
 
 @pytest.mark.parametrize("path", ["examples/grafana-kafka-ha.json", "examples/prometheus-alerts.yml"])
@@ -215,10 +239,12 @@ def test_examples_reference_only_exported_metrics(path):
     text = (ROOT / path).read_text()
     # Both must parse: Grafana imports JSON, Prometheus loads YAML rule files.
     doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-    assert doc
-    names = referenced_names(text)
-    assert names, f"{path} references no metric"
-    unknown = names - metrics.exported_names()
+    names = {name for expr in expressions(path, doc) for name in re.findall(r"\bkafka_[a-z_]+", expr)}
+    assert len(names) > 10, f"{path} references few metrics: {names}"
+    # Series the example rules record (consumer lag) are there once the rules are loaded.
+    rules = yaml.safe_load((ROOT / "examples/prometheus-alerts.yml").read_text())
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    unknown = names - metrics.exported_names() - recorded
     assert not unknown, f"{path} references metrics that are not exported: {sorted(unknown)}"
 
 
@@ -229,6 +255,6 @@ def test_exported_names_match_a_scrape():
     metrics.zk_request_done(2.0)
     tp = TopicPartition("n", 0)
     samples, _ = scrape(Source([partition("n", 0, BROKER, (1,), (1,))],
-                               ctx=controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})))
+                               committed={"g": {("n", 0): OffsetValue(1, "", 0)}}, ctx=controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})))
     scraped = {name for name, _ in samples if not name.endswith("_created")}
     assert scraped == metrics.exported_names()
