@@ -25,6 +25,7 @@ pytestmark = pytest.mark.system
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = shutil.which("prometheus")
 TOPIC = "metered"
+GROUP = "metered-group"
 
 
 class Prometheus:
@@ -100,13 +101,17 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
     create_topic(cluster, TOPIC, 6, 3)
     from kafka import KafkaConsumer, KafkaProducer
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
-    for i in range(50):
-        producer.send(TOPIC, b"x" * 100, partition=i % 6)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap_servers,
-                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+
+    def produce(n):
+        for i in range(n):
+            producer.send(TOPIC, b"x" * 100, partition=i % 6)
+        producer.flush(30)
+    produce(50)
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap_servers, group_id=GROUP,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000)
     consumed = sum(1 for _ in zip(range(50), consumer))
+    consumer.commit()
     consumer.close()
     assert consumed == 50
 
@@ -131,6 +136,14 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
     # What the produce and the consume did, as Prometheus sees it.
     written = prom.query(f'sum(kafka_log_log_logendoffset{{topic="{TOPIC}"}})')
     assert written == {"": 150.0}   # 50 records on each of 3 replicas
+    # Consumer lag, recorded by the example rules from the leaders' high watermarks and the
+    # coordinator's committed offsets: 0 after the commit, then the 10 records produced since.
+    cluster.wait_until(lambda: prom.query(f'sum(kafka_consumergroup_lag{{consumergroup="{GROUP}"}})')
+                       == {"": 0.0}, timeout=30, message="no lag of 0 after the commit")
+    produce(10)
+    producer.close()
+    cluster.wait_until(lambda: prom.query(f'sum(kafka_consumergroup_lag{{consumergroup="{GROUP}"}})')
+                       == {"": 10.0}, timeout=30, message="the group's lag is not 10")
     assert prom.query(f'sum(kafka_server_brokertopicmetrics_bytesin_total{{topic="{TOPIC}"}}) > 0')
     assert prom.query(f'sum(kafka_server_brokertopicmetrics_bytesout_total{{topic="{TOPIC}"}}) > 0')
     assert prom.query('sum(kafka_network_requestmetrics_requests_total{request="Produce"}) > 0')
