@@ -23,9 +23,9 @@ BROKER = 1
 
 
 def partition(topic, index, leader, replicas, isr, size=100, leo=10, start=0):
+    log = SimpleNamespace(size=size, log_end_offset=leo, log_start_offset=start)
     return SimpleNamespace(tp=TopicPartition(topic, index), leader=leader, replicas=tuple(replicas),
-                           isr=tuple(isr), high_watermark=leo - 1, log=SimpleNamespace(size=size, log_end_offset=leo,
-                                                               log_start_offset=start))
+                           isr=tuple(isr), high_watermark=leo - 1, log=log)
 
 
 class Source:
@@ -254,7 +254,8 @@ def test_exported_names_match_a_scrape():
     metrics.request_done("Fetch", 11, 1.0)
     metrics.zk_request_done(2.0)
     tp = TopicPartition("n", 0)
-    samples, _ = scrape(Source([partition("n", 0, BROKER, (1,), (1,))],
-                               committed={"g": {("n", 0): OffsetValue(1, "", 0)}}, ctx=controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})))
+    ctx = controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})
+    samples, _ = scrape(Source([partition("n", 0, BROKER, (1,), (1,))], ctx=ctx,
+                               committed={"g": {("n", 0): OffsetValue(1, "", 0)}}))
     scraped = {name for name, _ in samples if not name.endswith("_created")}
     assert scraped == metrics.exported_names()
