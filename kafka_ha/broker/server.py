@@ -14,6 +14,7 @@ import logging
 import gevent
 from gevent.event import Event
 
+from kafka_ha import metrics
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_admin_apis import ConfigAdminApis
@@ -42,7 +43,6 @@ from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
 from kafka_ha.controller.controller import KafkaController
-from kafka_ha import metrics
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import BrokerEndpoint, BrokerInfo
@@ -110,7 +110,8 @@ class KafkaServer:
                                               being_deleted=self.metadata.being_deleted,
                                               partition_exists=self.metadata.knows)
         host, port = cfg.bind_address
-        self.listener = ProtocolServer(host, port, metrics.timed(self._handle), cfg["socket.request.max.bytes"],
+        self.listener = ProtocolServer(host, port, metrics.timed(self._handle),
+                                       cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),
                                        RequestMemoryPool(cfg["queued.max.request.bytes"]),
                                        idle_timeout_s=cfg["connections.max.idle.ms"] / 1000,
