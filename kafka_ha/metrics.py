@@ -27,6 +27,7 @@ from kafka_ha.protocol.deferred import DeferredResponse
 # Event counters: metric name -> value.  Only the names in _COUNTER_HELP are used.
 _counts: dict[str, float] = defaultdict(float)
 _bytes_in: dict[str, int] = defaultdict(int)     # topic -> bytes appended as leader
+_messages_in: dict[str, int] = defaultdict(int)  # topic -> records appended as leader
 _bytes_out: dict[str, int] = defaultdict(int)    # topic -> bytes read by consumers
 _requests: dict[tuple[str, int], int] = defaultdict(int)   # (request, version) -> count
 # request -> [count per bucket..., count above the last bucket, sum_ms, count]
@@ -45,6 +46,7 @@ REQUESTS = "kafka_network_requestmetrics_requests"
 TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout"
+MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin"
 
 _COUNTER_HELP = {
     ISR_SHRINKS: "ISR shrinks written by this broker as leader (Kafka's IsrShrinksPerSec)",
@@ -71,8 +73,10 @@ def isr_changed(old: tuple[int, ...], new: tuple[int, ...]) -> None:
         _counts[ISR_EXPANDS] += 1
 
 
-def bytes_in(topic: str, size: int) -> None:
+def appended(topic: str, size: int, records: int) -> None:
+    """A leader appended ``records`` records in ``size`` bytes of a Produce."""
     _bytes_in[topic] += size
+    _messages_in[topic] += records
 
 
 def bytes_out(topic: str, size: int) -> None:
@@ -289,6 +293,8 @@ class BrokerCollector:
                                   count_value=_counts[LEADER_ELECTION + "_count"],
                                   sum_value=_counts[LEADER_ELECTION + "_sum"])
         for name, per_topic, doc in ((BYTES_IN, _bytes_in, "bytes appended as leader (BytesInPerSec)"),
+                                     (MESSAGES_IN, _messages_in,
+                                      "records appended as leader (MessagesInPerSec)"),
                                      (BYTES_OUT, _bytes_out, "bytes fetched by consumers (BytesOutPerSec)")):
             family = CounterMetricFamily(name, doc, labels=["topic"])
             for topic, size in list(per_topic.items()):
@@ -377,7 +383,7 @@ _GAUGE_HELP = {
 def exported_names() -> set[str]:
     """Every metric name a scrape can show, with the suffixes Prometheus sees."""
     names = set(_GAUGE_HELP)
-    names |= {n + "_total" for n in _COUNTER_HELP} | {BYTES_IN + "_total", BYTES_OUT + "_total",
+    names |= {n + "_total" for n in _COUNTER_HELP} | {BYTES_IN + "_total", BYTES_OUT + "_total", MESSAGES_IN + "_total",
                                                      REQUESTS + "_total"}
     names |= {LEADER_ELECTION + "_count", LEADER_ELECTION + "_sum"}
     names |= {name + suffix for name in (TOTAL_TIME, ZK_LATENCY) for suffix in ("_count", "_sum", "_bucket")}

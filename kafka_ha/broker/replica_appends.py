@@ -79,7 +79,7 @@ def _append(partitions: HostedPartitions, tp: TopicPartition, records: Records,
     except RecordsError as e:
         log.info("Rejected produce to %s: %s", tp, e)
         return PartitionAppend(e.code)
-    metrics.bytes_in(tp.topic, len(records))
+    metrics.appended(tp.topic, len(records), result.last_offset - result.first_offset + 1)
     return PartitionAppend(ErrorCode.NONE, result.first_offset, result, p)
 
 

@@ -145,6 +145,10 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
     cluster.wait_until(lambda: prom.query(f'sum(kafka_consumergroup_lag{{consumergroup="{GROUP}"}})')
                        == {"": 10.0}, timeout=30, message="the group's lag is not 10")
     assert prom.query(f'sum(kafka_server_brokertopicmetrics_bytesin_total{{topic="{TOPIC}"}}) > 0')
+    # 60 records produced, counted by their leaders only.
+    cluster.wait_until(lambda: prom.query(
+        f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{TOPIC}"}})') == {"": 60.0},
+        timeout=30, message="MessagesIn does not sum to the 60 records produced")
     assert prom.query(f'sum(kafka_server_brokertopicmetrics_bytesout_total{{topic="{TOPIC}"}}) > 0')
     assert prom.query('sum(kafka_network_requestmetrics_requests_total{request="Produce"}) > 0')
     assert prom.query('sum(kafka_network_requestmetrics_totaltimems_count{request="Fetch"}) > 0')

@@ -148,8 +148,8 @@ def test_event_counters_and_request_histogram():
     metrics.isr_changed((1, 2), (2, 1))   # same size: neither
     metrics.count(metrics.UNCLEAN_ELECTIONS)
     metrics.leader_election_done(12.5)
-    metrics.bytes_in("unit-topic", 300)
-    metrics.bytes_in("unit-topic", 200)
+    metrics.appended("unit-topic", 300, 3)
+    metrics.appended("unit-topic", 200, 1)
     metrics.bytes_out("unit-topic", 70)
     metrics.request_done("Produce", 7, 3.0)
     metrics.request_done("Produce", 7, 700.0)
@@ -163,6 +163,7 @@ def test_event_counters_and_request_histogram():
     assert delta("kafka_controller_controllerstats_leaderelectionrateandtimems_count") == 1
     assert delta("kafka_controller_controllerstats_leaderelectionrateandtimems_sum") == 12.5
     assert delta("kafka_server_brokertopicmetrics_bytesin_total", topic="unit-topic") == 500
+    assert delta("kafka_server_brokertopicmetrics_messagesin_total", topic="unit-topic") == 4
     assert delta("kafka_server_brokertopicmetrics_bytesout_total", topic="unit-topic") == 70
     assert delta("kafka_network_requestmetrics_requests_total", request="Produce", version="7") == 2
     assert delta("kafka_network_requestmetrics_totaltimems_count", request="Produce") == 2
@@ -249,7 +250,7 @@ def test_examples_reference_only_exported_metrics(path):
 
 
 def test_exported_names_match_a_scrape():
-    metrics.bytes_in("names-topic", 1)
+    metrics.appended("names-topic", 1, 1)
     metrics.bytes_out("names-topic", 1)
     metrics.request_done("Fetch", 11, 1.0)
     metrics.zk_request_done(2.0)
