@@ -1,7 +1,7 @@
 """Prometheus metrics under the names Prometheus's jmx_exporter gives Kafka's MBeans.
 
 One module holds every event counter, so the code where an event happens pays one
-dict update (``count``, ``bytes_in``, ``request_done``...) and imports nothing else.
+dict update (``count``, ``appended``, ``request_done``...) and needs no other import.
 The gauges that describe partitions (under-replicated, offline, log size...) are not
 kept up to date on the append path at all: :class:`BrokerCollector` computes them
 from the broker's live objects when Prometheus scrapes, yielding to the gevent loop
