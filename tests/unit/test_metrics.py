@@ -260,3 +260,23 @@ def test_exported_names_match_a_scrape():
                                committed={"g": {("n", 0): OffsetValue(1, "", 0)}}))
     scraped = {name for name, _ in samples if not name.endswith("_created")}
     assert scraped == metrics.exported_names()
+
+
+def test_endpoint_answers_metrics_only():
+    from kafka_ha.broker.metrics_http import MetricsEndpoint
+    endpoint = MetricsEndpoint("127.0.0.1", 0, Source([partition("e", 0, BROKER, (1,), (1,))]))
+
+    def get(path, method="GET"):
+        answer = {}
+        body = b"".join(endpoint._app({"PATH_INFO": path, "REQUEST_METHOD": method},
+                                      lambda status, headers: answer.update(status=status,
+                                                                            headers=dict(headers))))
+        return answer["status"], answer["headers"], body
+    status, headers, body = get("/metrics")
+    assert status == "200 OK"
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert int(headers["Content-Length"]) == len(body)
+    assert b'kafka_log_log_size{partition="0",topic="e"} 100.0' in body
+    assert get("/metrics", "HEAD")[2] == b""
+    assert get("/other")[0] == "404 Not Found"
+    assert get("/metrics", "POST")[0] == "405 Method Not Allowed"
