@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent, non-interactive setup for Debian 12 (run as root when packages are missing):
 #   1. ZooKeeper 3.8 and a JRE from Debian (zookeeper, default-jre-headless) if absent,
-#      and Debian's prometheus (the metrics system test runs its binary) if absent;
+#      and Debian's prometheus (the metrics system test runs its binary) if absent, unless
+#      KAFKA_HA_WITH_PROMETHEUS=0;
 #   2. <root>/.venv (python3 -m venv; python3-venv from Debian if the module is missing);
 #   3. pip install -e "<root>[test,spark]" into it, skipped while the project imports and
 #      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp).
@@ -51,8 +52,11 @@ else
 fi
 
 # A real Prometheus server for the metrics system test (tests/system/test_metrics.py
-# starts the binary itself; the Debian service is not used).
-if command -v prometheus >/dev/null 2>&1; then
+# starts the binary itself; the Debian service is not used).  Broker hosts do not need
+# it: KAFKA_HA_WITH_PROMETHEUS=0 skips it (vagrant/provision.sh does).
+if [ "${KAFKA_HA_WITH_PROMETHEUS:-1}" = 0 ]; then
+  step "prometheus not wanted (KAFKA_HA_WITH_PROMETHEUS=0)"
+elif command -v prometheus >/dev/null 2>&1; then
   step "prometheus present"
 else
   apt_install prometheus
