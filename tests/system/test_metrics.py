@@ -57,6 +57,10 @@ class Prometheus:
 
     def query(self, expr):
         """{broker label (or ""): value} of an instant query."""
+        if self.process.poll() is not None:
+            self.log.flush()
+            raise AssertionError(f"prometheus exited with {self.process.returncode}: "
+                                 f"{(self.dir / 'prometheus.log').read_text()[-2000:]}")
         try:
             result = self.api("query", query=expr)["result"]
         except OSError:
