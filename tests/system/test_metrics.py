@@ -79,10 +79,11 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def env(request, zk_ensemble):
+def env(request):
     if PROMETHEUS is None:
         pytest.skip("the prometheus binary is not installed (Debian: apt-get install prometheus; "
                     "bin/install.sh installs it)")
+    zk_ensemble = request.getfixturevalue("zk_ensemble")   # only once there is a Prometheus
     cluster = ClusterFixture(3, {"replica.lag.time.max.ms": 4000}, ensemble=zk_ensemble,
                              session_timeout_ms=4000)
     ports = dict(zip(cluster.broker_ids, free_ports(3)))
