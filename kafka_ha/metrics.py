@@ -120,10 +120,13 @@ def _observe(times: list[float], elapsed_ms: float) -> None:
     times[-1] += 1
 
 
+_ZK_STATE_COUNTERS = {"LOST": ZK_EXPIRES, "SUSPENDED": ZK_DISCONNECTS, "CONNECTED": ZK_SYNC_CONNECTS}
+
+
 def zk_state_changed(state: str) -> None:
     """A kazoo connection-state listener: LOST is an expired session, SUSPENDED a lost
     connection, CONNECTED a (re)connection."""
-    name = {"LOST": ZK_EXPIRES, "SUSPENDED": ZK_DISCONNECTS, "CONNECTED": ZK_SYNC_CONNECTS}.get(str(state))
+    name = _ZK_STATE_COUNTERS.get(str(state))
     if name is not None:
         _counts[name] += 1
 
@@ -145,20 +148,31 @@ def timed(handle: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     TotalTimeMs includes the wait in its purgatory."""
     names: dict[Any, str] = {}
 
-    def done(header, started: float) -> None:
+    def done(header, name: str, started: float, fetch_from: str | None) -> None:
+        elapsed_ms = (time.monotonic() - started) * 1000
+        request_done(name, header.api_version, elapsed_ms)
+        if fetch_from is not None:
+            request_done(fetch_from, header.api_version, elapsed_ms)
+
+    def handle_timed(header, reader):
+        started = time.monotonic()
         key = header.api_key
         name = names.get(key)
         if name is None:
             name = names[key] = request_name(getattr(key, "name", str(key)))
-        request_done(name, header.api_version, (time.monotonic() - started) * 1000)
-
-    def handle_timed(header, reader):
-        started = time.monotonic()
+        fetch_from = None
+        if name == "Fetch":
+            # Kafka counts a Fetch under "Fetch" and under FetchFollower or FetchConsumer;
+            # the replica id is a Fetch body's first field (up to v14).
+            replica_id = reader.peek_int32()
+            follower = replica_id is not None and replica_id >= 0
+            fetch_from = "FetchFollower" if follower else "FetchConsumer"
         answered = False
         try:
             result = handle(header, reader)
             if result is not None and isinstance(result[0], DeferredResponse):
-                result[0].finish = _finished_then(result[0].finish, lambda: done(header, started))
+                result[0].finish = _finished_then(result[0].finish,
+                                                  lambda: done(header, name, started, fetch_from))
             else:
                 answered = True
             return result
@@ -167,7 +181,7 @@ def timed(handle: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
             raise
         finally:
             if answered:
-                done(header, started)
+                done(header, name, started, fetch_from)
     return handle_timed
 
 
@@ -295,7 +309,8 @@ class BrokerCollector:
         for name, per_topic, doc in ((BYTES_IN, _bytes_in, "bytes appended as leader (BytesInPerSec)"),
                                      (MESSAGES_IN, _messages_in,
                                       "records appended as leader (MessagesInPerSec)"),
-                                     (BYTES_OUT, _bytes_out, "bytes fetched by consumers (BytesOutPerSec)")):
+                                     (BYTES_OUT, _bytes_out,
+                                      "bytes fetched by consumers (BytesOutPerSec)")):
             family = CounterMetricFamily(name, doc, labels=["topic"])
             for topic, size in list(per_topic.items()):
                 family.add_metric([topic], size)
@@ -383,8 +398,8 @@ _GAUGE_HELP = {
 def exported_names() -> set[str]:
     """Every metric name a scrape can show, with the suffixes Prometheus sees."""
     names = set(_GAUGE_HELP)
-    names |= {n + "_total" for n in _COUNTER_HELP} | {BYTES_IN + "_total", BYTES_OUT + "_total", MESSAGES_IN + "_total",
-                                                     REQUESTS + "_total"}
+    names |= {n + "_total" for n in (*_COUNTER_HELP, BYTES_IN, BYTES_OUT, MESSAGES_IN, REQUESTS)}
     names |= {LEADER_ELECTION + "_count", LEADER_ELECTION + "_sum"}
-    names |= {name + suffix for name in (TOTAL_TIME, ZK_LATENCY) for suffix in ("_count", "_sum", "_bucket")}
+    names |= {name + suffix for name in (TOTAL_TIME, ZK_LATENCY)
+              for suffix in ("_count", "_sum", "_bucket")}
     return names

@@ -157,6 +157,8 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
     assert prom.query(f'sum(kafka_server_brokertopicmetrics_bytesout_total{{topic="{TOPIC}"}}) > 0')
     assert prom.query('sum(kafka_network_requestmetrics_requests_total{request="Produce"}) > 0')
     assert prom.query('sum(kafka_network_requestmetrics_totaltimems_count{request="Fetch"}) > 0')
+    for fetch in ("FetchConsumer", "FetchFollower"):
+        assert prom.query(f'sum(kafka_network_requestmetrics_requests_total{{request="{fetch}"}}) > 0')
     assert prom.query('sum(kafka_server_sessionexpirelistener_sessionstate{state="CONNECTED"})') \
         == {"": 3.0}
     zk_requests = prom.query("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count > 0")

@@ -190,6 +190,21 @@ def test_timed_wrapper_names_requests_as_kafka_does():
     assert metrics._requests[("LeaderAndIsr", 1)] == before + 2
 
 
+def test_fetch_counts_also_as_fetch_follower_or_fetch_consumer():
+    from kafka_ha.protocol.primitives import Reader
+
+    class Key:
+        name = "FETCH"
+    header = SimpleNamespace(api_key=Key(), api_version=77)
+    handle = metrics.timed(lambda h, r: ({"replica": r.int32()}, 77))
+    assert handle(header, Reader(b"\x00\x00\x00\x02rest")) == ({"replica": 2}, 77)
+    handle(header, Reader(b"\xff\xff\xff\xffrest"))
+    handle(header, Reader(b"\xff\xff\xff\xffrest"))
+    assert metrics._requests[("Fetch", 77)] == 3
+    assert metrics._requests[("FetchFollower", 77)] == 1
+    assert metrics._requests[("FetchConsumer", 77)] == 2
+
+
 def test_deferred_answers_are_timed_until_finished():
     class Key:
         name = "PRODUCE"
