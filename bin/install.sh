@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent, non-interactive setup for Debian 12 (run as root when packages are missing):
-#   1. ZooKeeper 3.8 and a JRE from Debian (zookeeper, default-jre-headless) if absent;
+#   1. ZooKeeper 3.8 and a JRE from Debian (zookeeper, default-jre-headless) if absent,
+#      and Debian's prometheus (the metrics system test runs its binary) if absent, unless
+#      KAFKA_HA_WITH_PROMETHEUS=0;
 #   2. <root>/.venv (python3 -m venv; python3-venv from Debian if the module is missing);
 #   3. pip install -e "<root>[test,spark]" into it, skipped while the project imports and
 #      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp).
@@ -49,6 +51,17 @@ else
   apt_install zookeeper default-jre-headless
 fi
 
+# A real Prometheus server for the metrics system test (tests/system/test_metrics.py
+# starts the binary itself; the Debian service is not used).  Broker hosts do not need
+# it: KAFKA_HA_WITH_PROMETHEUS=0 skips it (vagrant/provision.sh does).
+if [ "${KAFKA_HA_WITH_PROMETHEUS:-1}" = 0 ]; then
+  step "prometheus not wanted (KAFKA_HA_WITH_PROMETHEUS=0)"
+elif command -v prometheus >/dev/null 2>&1; then
+  step "prometheus present"
+else
+  apt_install prometheus
+fi
+
 if ! command -v python3 >/dev/null 2>&1; then
   apt_install python3 python3-venv
 fi
@@ -72,7 +85,7 @@ fi
 want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" = "$have" ] && (cd / && "$VENV/bin/python" -c \
-    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, pytest, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
+    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, prometheus_client, pytest, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
   step "kafka-ha already installed in $VENV (setup.cfg unchanged)"
 else
   step "pip install -e $ROOT[test,spark]"

@@ -232,6 +232,9 @@ KEYS: tuple[Key, ...] = (
         "CreateTime keeps the producer's record timestamps, LogAppendTime stamps the leader's clock"),
     Key("log.message.timestamp.difference.max.ms", _int, LONG_MAX,
         "CreateTime: how far a record's timestamp may be from the leader's clock", 0),
+    # Not a Kafka key (Kafka exports JMX; Prometheus users add jmx_exporter).
+    Key("metrics.port", _int, -1, "port of the Prometheus /metrics endpoint (on the listener's "
+        "host); -1 turns it off, 0 binds an ephemeral port", -1),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 REQUIRED = ("broker.id", "zookeeper.connect")

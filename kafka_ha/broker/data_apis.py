@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from kafka_ha import metrics
 from kafka_ha.broker import replica_appends, replica_offsets, replica_reads
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.fetch_sessions import NO_SESSION, FetchContext, FetchSessionCache
@@ -184,6 +185,10 @@ class DataApis:
         params = FetchParams(replica_id, 0 if fenced else request["max_wait_ms"], request["min_bytes"],
                              max_total, hard_max_bytes_limit=version < 3, as_stored=not old_reader)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
+        if replica_id < 0:   # consumers' bytes only, as Kafka's BytesOutPerSec
+            for tp, read in reads:
+                if read.records:
+                    metrics.bytes_out(tp.topic, len(read.records))
         entries = [(tp, fetch_entry(tp, read)) for tp, read in reads]
         entries += [(tp, fetch_entry(tp, PartitionRead(error))) for tp, error in fenced.items()]
         if old_reader:

@@ -19,6 +19,7 @@ from typing import Callable
 from gevent.event import Event
 from gevent.lock import Semaphore
 
+from kafka_ha import metrics
 from kafka_ha.broker import replication, storage_failure
 from kafka_ha.broker.producer_state_log import LogProducers
 from kafka_ha.broker.replication import FollowerState
@@ -295,6 +296,7 @@ class Partition:
         """
         if (leader_epoch is not None and leader_epoch != self.leader_epoch) or zk_version <= self.zk_version:
             return False
+        metrics.isr_changed(self.isr, isr)
         self.isr, self.zk_version = isr, zk_version
         self._maybe_advance_hw()
         self._notify()

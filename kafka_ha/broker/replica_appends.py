@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from kafka_ha import metrics
 from kafka_ha.cooperative import yielding
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.partition import AppendResult, Partition
@@ -78,6 +79,7 @@ def _append(partitions: HostedPartitions, tp: TopicPartition, records: Records,
     except RecordsError as e:
         log.info("Rejected produce to %s: %s", tp, e)
         return PartitionAppend(e.code)
+    metrics.appended(tp.topic, len(records), result.last_offset - result.first_offset + 1)
     return PartitionAppend(ErrorCode.NONE, result.first_offset, result, p)
 
 

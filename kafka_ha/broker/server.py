@@ -14,6 +14,7 @@ import logging
 import gevent
 from gevent.event import Event
 
+from kafka_ha import metrics
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_admin_apis import ConfigAdminApis
@@ -30,6 +31,7 @@ from kafka_ha.broker.kafka_apis import KafkaApis, by_version
 from kafka_ha.broker.log_admin_apis import LogAdminApis
 from kafka_ha.broker.log_cleaner import LogCleaner
 from kafka_ha.broker.log_loading import load_logs
+from kafka_ha.broker.metrics_http import MetricsEndpoint, ServerMetricsSource
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
@@ -73,6 +75,7 @@ class KafkaServer:
         self.config_watcher: ConfigChangeWatcher | None = None
         self.log_cleaner: LogCleaner | None = None
         self.group_coordinator = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.metadata = MetadataCache(self.broker_id)
 
     def startup(self) -> None:
@@ -107,13 +110,17 @@ class KafkaServer:
                                               being_deleted=self.metadata.being_deleted,
                                               partition_exists=self.metadata.knows)
         host, port = cfg.bind_address
-        self.listener = ProtocolServer(host, port, self._handle, cfg["socket.request.max.bytes"],
+        self.listener = ProtocolServer(host, port, metrics.timed(self._handle),
+                                       cfg["socket.request.max.bytes"],
                                        logging.getLogger("kafka_ha.network"),
                                        RequestMemoryPool(cfg["queued.max.request.bytes"]),
                                        idle_timeout_s=cfg["connections.max.idle.ms"] / 1000,
                                        request_read_timeout_s=cfg["socket.request.read.timeout.ms"] / 1000,
                                        max_connections_per_ip=cfg["max.connections.per.ip"])
         self.listener.start()
+        if cfg["metrics.port"] >= 0:
+            self.metrics_endpoint = MetricsEndpoint(host, cfg["metrics.port"], ServerMetricsSource(self))
+            self.metrics_endpoint.start()
         adv_host, adv_port = cfg.advertised_address
         adv_port = adv_port or self.listener.server_port  # port 0 binds an ephemeral port
         data_apis = DataApis(self.replica_manager.hosted, self.topic_configs.max_message_bytes,
@@ -260,6 +267,8 @@ class KafkaServer:
             self.controller.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.stop()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
         if self.log_cleaner is not None:
             self.log_cleaner.stop()
         if self.replica_manager is not None:

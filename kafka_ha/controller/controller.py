@@ -16,6 +16,7 @@ from typing import Callable
 import gevent
 from gevent.event import AsyncResult
 
+from kafka_ha import metrics
 from kafka_ha.config import BrokerConfig, topic_setting
 from kafka_ha.controller import controlled_shutdown, election, events as ev
 from kafka_ha.controller.channel import ControllerChannel
@@ -58,7 +59,8 @@ class KafkaController:
             ev.ControllerChange: lambda e: self._elect(),
             ev.NewSession: self._on_new_session,
             ev.SessionExpired: lambda e: self._resign("ZooKeeper session expired", touch_zk=False),
-            ev.BrokerChange: self._in_term(self._on_broker_change),
+            # Kafka times its BrokerChange event as LeaderElectionRateAndTimeMs.
+            ev.BrokerChange: metrics.timed_election(self._in_term(self._on_broker_change)),
             ev.TopicChange: self._in_term(self._on_topic_change),
             ev.PartitionModifications: self._in_term(self._on_partition_modifications),
             ev.IsrChangeNotification: self._in_term(self._on_isr_change_notification),

@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from gevent import sleep
 
+from kafka_ha import metrics
 from kafka_ha.controller import election
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
@@ -154,6 +155,7 @@ class PartitionStateMachine:
         text = (f"Controller {self.controller_id} epoch {self.epoch} changed partition {tp} "
                 f"from {_fmt(old) if old else 'NewPartition'} to {_fmt(written)}: {outcome.reason}")
         if outcome.unclean:
+            metrics.count(metrics.UNCLEAN_ELECTIONS)
             lines.warning(text)
             log.warning("Unclean leader election for partition %s: %s", tp, outcome.reason)
         else:

@@ -97,6 +97,17 @@ class Reader:
     def int64(self) -> int:
         return _I64.unpack_from(self._buf, self._take(8, "int64"))[0]
 
+    def peek_int32(self) -> int | None:
+        """The next int32 without reading past it; None if fewer than 4 bytes are left.
+
+        >>> r = Reader(b"\\x00\\x00\\x00\\x07")
+        >>> r.peek_int32(), r.int32(), r.peek_int32()
+        (7, 7, None)
+        """
+        if self._end - self._pos < 4:
+            return None
+        return _I32.unpack_from(self._buf, self._pos)[0]
+
     def uint32(self) -> int:
         return _U32.unpack_from(self._buf, self._take(4, "uint32"))[0]
 

@@ -14,11 +14,14 @@ callback is handed a :class:`WatchEvent` rather than kazoo's event.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Iterable
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
+from kafka_ha import metrics
 from kafka_ha.zk import multi_read
 from kafka_ha.zk.errors import translated, translated_error
 
@@ -70,6 +73,18 @@ def _kazoo_watch(watch: Watch | None) -> _TranslatedWatch | None:
     return None if watch is None else _TranslatedWatch(watch)
 
 
+@contextmanager
+def _request() -> Iterator[None]:
+    """One request (or batch) to ZooKeeper: errors translated, time counted
+    (ZooKeeperRequestLatencyMs)."""
+    started = time.monotonic()
+    try:
+        with translated():
+            yield
+    finally:
+        metrics.zk_request_done((time.monotonic() - started) * 1000)
+
+
 class MappedClient:
     """The subset of kazoo's client that the broker's and the admin tools' stores use."""
 
@@ -104,39 +119,39 @@ class MappedClient:
     # ---- requests, each sent once ------------------------------------------
 
     def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        with translated():
+        with _request():
             return self.client.exists(path, watch=_kazoo_watch(watch))
 
     def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
-        with translated():
+        with _request():
             return self.client.get(path, watch=_kazoo_watch(watch))
 
     def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        with translated():
+        with _request():
             return self.client.get_children(path, watch=_kazoo_watch(watch))
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                sequence: bool = False, makepath: bool = False) -> str:
         """Create ``path``; returns the path created (with its sequence number, if any)."""
-        with translated():
+        with _request():
             return self.client.create(path, data, ephemeral=ephemeral, sequence=sequence,
                                       makepath=makepath)
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
-        with translated():
+        with _request():
             return self.client.set(path, data, version=version)
 
     def delete(self, path: str, version: int = -1) -> None:
-        with translated():
+        with _request():
             self.client.delete(path, version=version)
 
     def ensure_path(self, path: str) -> None:
-        with translated():
+        with _request():
             self.client.ensure_path(path)
 
     def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat] | None]:
         """Data and stat of many znodes in batched reads; a missing node maps to None."""
-        with translated():
+        with _request():
             return multi_read.get_many(self.client, paths)
 
     def multi(self, ops: Iterable[tuple[Any, ...]]) -> list:
@@ -147,7 +162,7 @@ class MappedClient:
         (ZkNodeExists, ZkBadVersion...), and the others of a refused multi are
         ZkRolledBack.
         """
-        with translated():
+        with _request():
             txn = self.client.transaction()
             for kind, path, *rest in ops:
                 if kind == "create":
