@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     logging_setup.configure(logging_setup.log_dir_for(path), max_bytes=config["logger.file.max.bytes"],
                             backups=config["logger.file.backups"], levels=config["logger.levels"])
     if config.ignored:
-        log.warning("Kafka properties accepted but not implemented, so ignored: %s",
-                    ", ".join(config.ignored))
+        # one %s per name: the flood guard cuts long arguments, and this list is long
+        log.warning("Kafka properties accepted but not implemented, so ignored: "
+                    + ", ".join(["%s"] * len(config.ignored)), *config.ignored)
     levels = [config["logger.levels"]]
 
     def reload_levels() -> None:
