@@ -256,6 +256,8 @@ KEYS: tuple[Key, ...] = (
         "state.change.logger=TRACE; re-read on SIGHUP"),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
+# Keys that change without a restart, and how; every other key is read at start-up.
+RELOADABLE = {"logger.levels": "re-read from the file on SIGHUP"}
 REQUIRED = ("broker.id", "zookeeper.connect")
 
 
