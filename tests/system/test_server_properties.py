@@ -97,6 +97,14 @@ def test_kafka_server_properties(tmp_path):
             assert "[Kafka Server 5], started" in server_log
             assert (tmp_path / "logs" / "controller.log").exists()
             assert (tmp_path / "logs" / "state-change.log").exists()
+
+            # SIGHUP re-reads the levels (the override still applies: broker.id stays 5)
+            config.write_text(text + "logger.levels=kafka.controller=DEBUG,kafka.network=WARN\n")
+            broker.send_signal(signal.SIGHUP)
+            wait_until(lambda: "SIGHUP: logger levels now kafka.controller=DEBUG,kafka.network=WARN"
+                       in (tmp_path / "logs" / "server.log").read_text(),
+                       timeout=30, message="levels re-read on SIGHUP")
+            assert broker.poll() is None
         finally:
             broker.send_signal(signal.SIGTERM)
             try:

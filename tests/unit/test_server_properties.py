@@ -116,3 +116,10 @@ def test_levels_by_kafka_logger_name_and_reload(tmp_path, clean_logging):
                                                       ("state.change.logger", "TRACE")))
     assert logging.getLogger("kafka_ha.controller").level == logging.NOTSET
     assert logging.getLogger("kafka_ha.controller").getEffectiveLevel() == logging.WARNING
+
+
+def test_example_server_properties_loads():
+    from pathlib import Path
+    cfg = BrokerConfig.load(Path(__file__).resolve().parents[2] / "conf" / "server.properties")
+    assert cfg.broker_id == 1 and cfg["min.insync.replicas"] == 2
+    assert cfg.ignored == ("num.io.threads", "num.network.threads")
