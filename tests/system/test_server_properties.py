@@ -4,7 +4,6 @@ broker registers, and the Kafka keys it does not implement are named once in ser
 
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 

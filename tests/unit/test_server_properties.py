@@ -7,9 +7,8 @@ import pytest
 from kafka_ha import java_properties
 from kafka_ha.broker import logging_setup
 from kafka_ha.broker.main import parse_args
-from kafka_ha.config import BrokerConfig, ConfigError
+from kafka_ha.config import KEYS, BrokerConfig, ConfigError
 from kafka_ha.config_kafka_keys import KAFKA_BROKER_KEYS
-from kafka_ha.config import KEYS
 
 
 def test_java_properties_syntax():
