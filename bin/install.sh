@@ -8,6 +8,16 @@
 #      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp).
 # One line per step on stdout; the output of apt-get/pip is shown only when they fail.
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  cat <<'USAGE'
+USAGE: bin/install.sh
+Install ZooKeeper, a JRE and the project's virtualenv (idempotent).
+Option                                  Description
+------                                  -----------
+-h, --help                              Print this usage and exit
+USAGE
+  exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 VENV="$ROOT/.venv"

@@ -25,6 +25,18 @@ kafka_ha_exec() {
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+    cat <<'USAGE'
+USAGE: bin/kafka-run-class.sh <python.module> [args...]
+Option                                  Description
+------                                  -----------
+<python.module>                         The module to run (python -m), e.g.
+                                          kafka_ha.tools.console_producer
+[args...]                               Its arguments
+-h, --help                              Print this usage and exit
+USAGE
+    exit 0
+  fi
   if [ $# -lt 1 ]; then
     echo "USAGE: $0 <python.module> [args...]" >&2
     exit 1

@@ -2,6 +2,16 @@
 # Stop brokers with SIGTERM (controlled shutdown): bin/kafka-server-stop.sh [CONFIG]
 # Without CONFIG every kafka_ha.broker.main process of this machine is signalled;
 # with CONFIG only the broker started with that config file.  Exit 1 if none was found.
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  cat <<'USAGE'
+USAGE: bin/kafka-server-stop.sh [server.properties|server.yaml]
+Option                                  Description
+------                                  -----------
+<config>                                Stop only the broker started with this file
+-h, --help                              Print this usage and exit
+USAGE
+  exit 0
+fi
 if [ $# -gt 1 ]; then
   echo "USAGE: $0 [server.yaml]" >&2
   exit 1

@@ -3,6 +3,17 @@
 #   bin/quickstart.sh            (state in ${KAFKA_HA_DEMO_DIR:-/tmp/kafka-ha-demo})
 #   bin/kafka-ha-cluster.sh stop --dir /tmp/kafka-ha-demo    # to tear it down
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  cat <<'USAGE'
+USAGE: bin/quickstart.sh
+Install, start 3 ZooKeeper nodes and 3 brokers, create and describe topic demo.
+Option                                  Description
+------                                  -----------
+-h, --help                              Print this usage and exit
+Environment: KAFKA_HA_DEMO_DIR (default /tmp/kafka-ha-demo)
+USAGE
+  exit 0
+fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DIR="${KAFKA_HA_DEMO_DIR:-/tmp/kafka-ha-demo}"
 

@@ -8,6 +8,18 @@
 # the summary lists the modules below 100%.
 # Exit code: pytest's, except "no tests collected" (5), which is a failure (1).
 set -uo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  cat <<'USAGE'
+USAGE: bin/run-tests.sh [pytest arguments]
+Install, then run pytest from the repository root (default: tests kafka_ha).
+Option                                  Description
+------                                  -----------
+--no-cov                                No coverage summary
+<pytest arguments>                      Passed to pytest (-k, -x, -m, paths)
+-h, --help                              Print this usage and exit
+USAGE
+  exit 0
+fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 bash "$ROOT/bin/install.sh" || exit $?
 cd "$ROOT" || exit 1

@@ -4,6 +4,17 @@
 # topic), then read the totals back with the console consumer.
 #   bin/spark-pipeline-demo.sh        (cluster state in ${KAFKA_HA_DEMO_DIR:-/tmp/kafka-ha-spark-demo})
 set -euo pipefail
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  cat <<'USAGE'
+USAGE: bin/spark-pipeline-demo.sh
+Install, start a local cluster, run examples/spark_pipeline.py, print the totals.
+Option                                  Description
+------                                  -----------
+-h, --help                              Print this usage and exit
+Environment: KAFKA_HA_DEMO_DIR (default /tmp/kafka-ha-spark-demo)
+USAGE
+  exit 0
+fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 DIR="${KAFKA_HA_DEMO_DIR:-/tmp/kafka-ha-spark-demo}"
 RUN_ID="demo$(date +%s)"

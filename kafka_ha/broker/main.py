@@ -1,4 +1,5 @@
-"""``kafka-server-start.sh CONFIG``: run one broker until SIGTERM or SIGINT.
+"""``kafka-server-start.sh CONFIG [--override key=value]...``: run one broker until
+SIGTERM or SIGINT; SIGHUP re-reads the file's ``logger.levels``.
 
 The broker runs on gevent with the standard library monkey-patched.  That
 happens only when this module runs as the program (before anything else is
@@ -21,24 +22,82 @@ from gevent import monkey  # noqa: E402
 
 from kafka_ha.broker import logging_setup  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
-from kafka_ha.config import BrokerConfig, ConfigError  # noqa: E402
+from kafka_ha.config import BrokerConfig, ConfigError, parse_override  # noqa: E402
 
 log = logging.getLogger("kafka_ha.broker")
+
+USAGE = """USAGE: kafka-server-start.sh [-daemon] server.properties|server.yaml [--override property=value]*
+Option                                  Description
+------                                  -----------
+-daemon                                 Run in the background; output goes to
+                                          $LOG_DIR/server.out
+--override <property=value>             A broker property that overrides the
+                                          file's value (repeatable)
+-h, --help                              Print this usage and exit
+Properties: docs/configuration.md; a .properties file is read as Java
+properties, any other file as YAML."""
+
+
+def parse_args(args: list[str]) -> tuple[str, dict[str, str]] | None:
+    """``(config path, overrides)``, or None when the arguments are not usable.
+
+    >>> parse_args(["s.properties", "--override", "broker.id=2", "--override=port=9"])
+    ('s.properties', {'broker.id': '2', 'port': '9'})
+    """
+    path, overrides, i = None, {}, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--override" and i + 1 < len(args):
+            key, value = parse_override(args[i + 1])
+            overrides[key] = value
+            i += 2
+            continue
+        if arg.startswith("--override="):
+            key, value = parse_override(arg[len("--override="):])
+            overrides[key] = value
+        elif arg.startswith("-") or path is not None:
+            return None
+        else:
+            path = arg
+        i += 1
+    return (path, overrides) if path else None
 
 
 def main(argv: list[str] | None = None) -> int:
     if not monkey.is_module_patched("socket"):
         monkey.patch_all()  # started through the console script entry point
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("USAGE: kafka-server-start.sh [-daemon] server.yaml", file=sys.stderr)
-        return 1
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE)
+        return 0
     try:
-        config = BrokerConfig.load(args[0])
+        parsed = parse_args(args)
+        if parsed is None:
+            print(USAGE, file=sys.stderr)
+            return 1
+        path, overrides = parsed
+        config = BrokerConfig.load(path, overrides)
     except (OSError, ConfigError) as e:
         print(f"Fatal error during KafkaServer startup: {e}", file=sys.stderr)
         return 1
-    logging_setup.configure(logging_setup.log_dir_for(args[0]))
+    logging_setup.configure(logging_setup.log_dir_for(path), max_bytes=config["logger.file.max.bytes"],
+                            backups=config["logger.file.backups"], levels=config["logger.levels"])
+    if config.ignored:
+        # one %s per name: the flood guard cuts long arguments, and this list is long
+        log.warning("Kafka properties accepted but not implemented, so ignored: "
+                    + ", ".join(["%s"] * len(config.ignored)), *config.ignored)
+    levels = [config["logger.levels"]]
+
+    def reload_levels() -> None:
+        try:
+            fresh = BrokerConfig.load(path, overrides)["logger.levels"]
+        except (OSError, ConfigError) as e:
+            log.error("SIGHUP: configuration not re-read, levels unchanged: %s", e)
+            return
+        logging_setup.apply_levels(fresh, levels[0])
+        levels[0] = fresh
+        log.info("SIGHUP: logger levels now %s", ",".join(f"{n}={v}" for n, v in fresh) or "defaults")
+    gevent.signal_handler(signal.SIGHUP, reload_levels)
     _raise_open_files_limit()
     server = KafkaServer(config)
     try:

@@ -82,6 +82,9 @@ def measure(producer: Producer, consumer: Consumer, topic: str, count: int, size
 def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--help"], ["-h"]):
+        print(USAGE, file=out)
+        return 0
     if len(args) not in (5, 6):
         print(USAGE, file=sys.stderr)
         return 1
