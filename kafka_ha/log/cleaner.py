@@ -22,14 +22,14 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from gevent import monkey
 
-from kafka_ha.records.format import LEGACY_PREFIX, LOG_OVERHEAD, V0_MIN_SIZE
-from kafka_ha.records.shallow import Entry, iter_entries, read_header
+from kafka_ha.records.shallow import Entry, iter_entries
 
 from .checkpoints import fsync_dir
 from .clean_swap import cleaned_paths, discard_cleaned
 from .compaction import first_uncleanable_offset, group_segments, map_entry_cost, keep_record, keyed_offsets, \
     rewrite_batch
 from .offset_index import OffsetIndex
+from .segment_scan import whole_entries
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +70,7 @@ def read_entries(path: str, size: int, throttle: Throttler) -> Iterator[tuple[by
     """``(buffer, entry)`` for the whole entries in the first ``size`` bytes of the file,
     ``entry.position`` relative to ``buffer``; reads count against ``throttle``."""
     with open(path, "rb") as f:
-        fd, pos = f.fileno(), 0
-        while pos + LOG_OVERHEAD <= size:
-            buf = os.pread(fd, min(READ_CHUNK, size - pos), pos)
-            throttle.acquire(len(buf))
-            consumed = 0
-            for entry in iter_entries(buf):
-                yield buf, entry
-                consumed = entry.end
-            if not consumed:                       # one entry larger than the chunk
-                _, length = LEGACY_PREFIX.unpack_from(buf, 0)
-                if length < V0_MIN_SIZE or pos + LOG_OVERHEAD + length > size:
-                    return
-                buf = os.pread(fd, LOG_OVERHEAD + length, pos)
-                throttle.acquire(len(buf))
-                entry = read_header(buf, 0)
-                yield buf, entry
-                consumed = entry.end
-            pos += consumed
+        yield from whole_entries(f.fileno(), size, READ_CHUNK, throttle.acquire)
 
 
 def build_offset_map(segments: list[tuple[str, int, int]], start_offset: int, budget_bytes: int,

@@ -7,7 +7,9 @@ again before the error is re-raised.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Callable, Iterator
 
 
 class PartialWriteError(OSError):
@@ -40,3 +42,37 @@ def append_whole(fd: int, data, size: int) -> None:
                                                        f"back to {size} bytes failed too: {cut_error}") \
                 from write_error
         raise
+
+
+@contextlib.contextmanager
+def appending(path: str) -> Iterator[int]:
+    """A descriptor of ``path`` opened for appends only while the block runs: one kept open
+    for every partition's index would double a broker's open files (10k partitions on a
+    broker is 20k descriptors), and the indexes live in memory anyway."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def append_index_entries(index, sync: bool, fsync: Callable[[int], None] | None) -> None:
+    """Append ``index.unwritten`` (whole entries or nothing, so that a retry does not follow
+    a partial one) to ``index.path``; fsync it with ``sync``, by ``fsync`` if given (it may
+    run in a thread).  Once appended the entries are no longer unwritten, even if the fsync
+    then fails."""
+    if index.unwritten or sync:
+        with appending(index.path) as fd:
+            append_whole(fd, index.unwritten, os.fstat(fd).st_size)
+            index.unwritten = bytearray()
+            if sync:
+                (fsync or os.fsync)(fd)
+
+
+def replace_contents(path: str, data: bytes) -> None:
+    """Write ``data`` over the whole file (an index rebuilt or cut back)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)

@@ -27,7 +27,7 @@ import os
 import struct
 from typing import Callable
 
-from .file_writes import append_whole, write_all
+from .file_writes import append_index_entries, replace_contents
 
 log = logging.getLogger(__name__)
 
@@ -148,26 +148,10 @@ class OffsetIndex:
     def write(self, sync: bool = False, fsync: Callable[[int], None] | None = None) -> None:
         """Append the unwritten entries to the file (and fsync it with ``sync``, by ``fsync``
         if given: it may run the fsync in a thread)."""
-        if self.unwritten or sync:
-            # Opened only for this: a descriptor kept open for every partition's
-            # index would double a broker's open files (10k partitions on a broker
-            # is 20k descriptors), and the index lives in memory anyway.
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                # Whole entries or nothing, so that a retry does not follow a partial one.
-                append_whole(fd, self.unwritten, os.fstat(fd).st_size)
-                self.unwritten = bytearray()
-                if sync:
-                    (fsync or os.fsync)(fd)
-            finally:
-                os.close(fd)
+        append_index_entries(self, sync, fsync)
 
     def rewrite(self) -> None:
         """Replace the file with the in-memory index (after a rebuild or truncation)."""
         data = b"".join(INDEX_ENTRY.pack(o - self.base_offset, p) for o, p in zip(self.offsets, self.positions))
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
+        replace_contents(self.path, data)
         self.unwritten = bytearray()

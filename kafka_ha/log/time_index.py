@@ -45,7 +45,7 @@ import os
 import struct
 from typing import Callable
 
-from .file_writes import append_whole, write_all
+from .file_writes import append_index_entries, replace_contents
 
 log = logging.getLogger(__name__)
 
@@ -133,25 +133,13 @@ class TimeIndex:
 
     def write(self, sync: bool = False, fsync: Callable[[int], None] | None = None) -> None:
         """Append the unwritten entries to the file (fsync it with ``sync``)."""
-        if self.unwritten or sync:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                append_whole(fd, self.unwritten, os.fstat(fd).st_size)
-                self.unwritten = bytearray()
-                if sync:
-                    (fsync or os.fsync)(fd)
-            finally:
-                os.close(fd)
+        append_index_entries(self, sync, fsync)
 
     def rewrite(self) -> None:
         """Replace the file with the in-memory index (after a rebuild or truncation)."""
         data = b"".join(TIME_INDEX_ENTRY.pack(t, o - self.base_offset)
                         for t, o in zip(self.timestamps, self.offsets))
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
+        replace_contents(self.path, data)
         self.unwritten = bytearray()
 
 
