@@ -69,8 +69,9 @@ class NullSink:
         return {"brokers": [{"node_id": me, "host": self.host, "port": self.port, "rack": None}],
                 "controller_id": me,
                 "topics": [{"error_code": 0, "name": t, "is_internal": False, "partitions": [
-                    {"error_code": 0, "partition_index": p, "leader_id": me, "replica_nodes": [me],
-                     "isr_nodes": [me]} for p in range(self.partitions)]} for t in topics]}
+                    {"error_code": 0, "partition_index": p, "leader_id": me, "leader_epoch": 0,
+                     "replica_nodes": [me], "isr_nodes": [me], "offline_replicas": []}
+                    for p in range(self.partitions)]} for t in topics]}
 
     def _produce(self, body: dict[str, Any], version: int):
         topics = []

@@ -30,8 +30,10 @@ from typing import NamedTuple
 
 from kafka_ha.protocol.api import REQUEST_SCHEMAS, ApiKey
 from kafka_ha.protocol.framing import encode_request
-from kafka_ha.protocol.schema import (BOOLEAN, BYTES, INT8, INT16, INT32, INT64, NULLABLE_BYTES,
-                                      NULLABLE_STRING, STRING, Array, Struct)
+from kafka_ha.protocol.schema import (BOOLEAN, BYTES, COMPACT_BYTES, COMPACT_NULLABLE_BYTES,
+                                      COMPACT_NULLABLE_STRING, COMPACT_STRING, INT8, INT16, INT32,
+                                      INT64, NULLABLE_BYTES, NULLABLE_STRING, STRING, Array,
+                                      CompactArray, Struct)
 from kafka_ha.records.builder import Record, assemble_v2_batch, build_v2_batch, encode_v2_record
 
 FORGED_PREFIX = "forged-"
@@ -172,7 +174,7 @@ class FrameMaker:
         rng = self.rng
         if isinstance(t, Struct):
             return {field: self._value(ft, field) for field, ft in t.fields}
-        if isinstance(t, Array):
+        if isinstance(t, (Array, CompactArray)):
             if t.nullable and rng.random() < 0.1:
                 return None
             n = rng.choice((0, 1, 1, 2, 3))
@@ -184,12 +186,13 @@ class FrameMaker:
             return rng.choice(_INT_EDGES[t]) if rng.random() < 0.6 else rng.randrange(-5, 100)
         if t is BOOLEAN:
             return rng.random() < 0.5
-        if t in (STRING, NULLABLE_STRING):
-            if t is NULLABLE_STRING and rng.random() < 0.1:
+        if t in (STRING, NULLABLE_STRING, COMPACT_STRING, COMPACT_NULLABLE_STRING):
+            if t in (NULLABLE_STRING, COMPACT_NULLABLE_STRING) and rng.random() < 0.1:
                 return None
             return rng.choice(self.topics + ["../x", "", "a" * 300, "/", "..", "\u00e9t\u00e9"])
-        if t in (BYTES, NULLABLE_BYTES):
+        if t in (BYTES, NULLABLE_BYTES, COMPACT_BYTES, COMPACT_NULLABLE_BYTES):
             if name == "records":
                 return rng.choice(self.batches)
-            return None if t is NULLABLE_BYTES and rng.random() < 0.3 else bytes(rng.randrange(64))
+            nullable = t in (NULLABLE_BYTES, COMPACT_NULLABLE_BYTES)
+            return None if nullable and rng.random() < 0.3 else bytes(rng.randrange(64))
         raise TypeError(f"no generator for {t!r}")

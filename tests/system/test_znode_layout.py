@@ -21,12 +21,13 @@ FAMILIES = [
     (r"/config/topics/[^/]+", "topic_config"),
     (r"/config/changes/config_change_\d{10}", "config_change_notification"),
     (r"/admin/delete_topics/[^/]+", "delete_topic_marker"),
+    (r"/cluster/id", "cluster_id"),
 ]
 # data-less parents and ensured paths
 PARENTS = re.compile(r"/(brokers|brokers/ids|brokers/topics|brokers/seqid|brokers/topics/[^/]+/partitions"
                      r"|brokers/topics/[^/]+/partitions/\d+|config|config/\w+|admin|admin/\w+"
                      r"|consumers|isr_change_notification|log_dir_event_notification"
-                     r"|latest_producer_id_block)")
+                     r"|latest_producer_id_block|cluster)")
 
 
 def walk(zk, path="/"):
@@ -52,7 +53,7 @@ def test_every_znode_matches_its_schema_and_zkcli_shows_kafka_json(cluster_facto
         validate_znode(family, data)  # raises jsonschema.ValidationError
         checked.add(family)
     assert {"controller", "controller_epoch", "broker_registration", "topic_assignment",
-            "partition_state", "topic_config", "config_change_notification"} <= checked
+            "partition_state", "topic_config", "config_change_notification", "cluster_id"} <= checked
 
     connect = cluster.connect_string
     rc, out, _ = zkcli(connect, "get", "/brokers/topics/layout/partitions/0/state")
