@@ -42,6 +42,14 @@ FORGED_PREFIX = "forged-"
 # may ask. The fuzzer names only brokers that do not exist; the gap is a known issue.
 NO_SUCH_BROKER = 9999
 
+# Any client may create, delete, reconfigure, truncate or move topics (there are no ACLs, as
+# in Kafka without an authorizer): hostile frames of these APIs aim at a scratch topic, not
+# at the topics whose acknowledged records the campaign reads back.
+ADMIN_WRITES = {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DELETE_RECORDS,
+                ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS}
+SCRATCH_TOPIC = "fuzz-admin-scratch"
+
 WEIGHTS = {"schema": 30, "mutated": 20, "counts": 10, "size": 5, "unknown": 5, "forged": 10,
            "fetch": 20}
 
@@ -90,7 +98,13 @@ class FrameMaker:
         key, version = self.rng.choice(self.keys)
         if key == ApiKey.CONTROLLED_SHUTDOWN:
             return self._request(key, version, {"broker_id": NO_SUCH_BROKER}, "schema")
-        body = self._value(REQUEST_SCHEMAS[(key, version)], "")
+        topics = self.topics
+        if key in ADMIN_WRITES:
+            self.topics = [SCRATCH_TOPIC]
+        try:
+            body = self._value(REQUEST_SCHEMAS[(key, version)], "")
+        finally:
+            self.topics = topics
         if key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA):
             self._forge(body)          # never the real epoch: nothing may take effect
         return self._request(key, version, body, "schema")
