@@ -13,7 +13,7 @@ def test_every_key_is_documented_with_its_default(tmp_path):
         assert f"| `{key.name}` |" in text
     assert "| `broker.id` | int | (required) | [0,...] | no |" in text
     assert "`num.network.threads`" in text.split("## Kafka keys accepted and ignored")[1]
-    out = tmp_path / "c.md"
+    out = tmp_path / "configuration.md"
     assert config_docs.main(["--check", "--output", str(out)]) == 1
     assert config_docs.main(["--output", str(out)]) == 0
     assert config_docs.main(["--check", "--output", str(out)]) == 0
