@@ -4,16 +4,15 @@ Appends take a producer's (leader) or the leader's (follower) record set as
 opaque bytes: :mod:`kafka_ha.records.validate` assigns or checks offsets, and
 the buffer is written to the active segment in one ``write``.  Reads return
 file slices, never copies.  Nothing here starts threads or timers; the broker
-calls :meth:`Log.flush`, :meth:`Log.flush_rolled_segments` and
-:meth:`Log.delete_old_segments` periodically.
-Startup recovery is in :mod:`.loader`.
+calls :meth:`Log.flush`, :meth:`Log.flush_rolled_segments` and :meth:`Log.delete_old_segments`
+periodically.  Startup recovery is in :mod:`.loader`, retention's and the cleaner's removals in
+:mod:`.segment_removal`.
 """
 from __future__ import annotations
 
 import bisect
 import logging
 import os
-import time
 from typing import Callable, Iterator, NamedTuple
 
 from kafka_ha import clock
@@ -23,15 +22,13 @@ from kafka_ha.records.timestamps import apply_timestamp_type
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
-from .clean_swap import commit_cleaned
 from .compaction import require_keys
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments, new_epoch_cache
-from .retention import deletable_count
 from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
-from .time_index import write_merged
+from .segment_removal import SegmentRemoval
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +58,7 @@ class FetchData(NamedTuple):
         return b"".join(s.read() for s in self.slices)
 
 
-class Log:
+class Log(SegmentRemoval):
     """Segments ``[log_start_offset, log_end_offset)`` of one partition in ``dir``.
 
     The log start offset may lie inside the first segment (a follower follows
@@ -389,84 +386,6 @@ class Log:
         self.epoch_cache.clear()
         self.recovery_point = offset
         log.info("%s: truncated fully, restarting at offset %d", self.tp, offset)
-
-    # --- retention ----------------------------------------------------------------------------------
-
-    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
-        """Delete the old segments :func:`.retention.deletable_count` allows; returns how many.
-
-        ``high_watermark`` bounds what may go: only segments wholly below it.
-        A segment's age is its largest known timestamp, or its file's mtime if
-        it has none.
-        """
-        self._bury_dead(time.monotonic())
-        self.roll_expired_active_segment(now_ms, high_watermark)
-
-        def age_stamp(i: int) -> int:
-            segment = self._segments[i]
-            return segment.largest_timestamp if segment.largest_timestamp > 0 else segment.last_modified_ms()
-        deleting = self.config.delete      # compact alone: only what lies below the log start goes
-        count = deletable_count(self._bases, [s.size for s in self._segments], age_stamp, high_watermark,
-                                self._log_start_offset, now_ms,
-                                self.config.retention_ms if deleting else -1,
-                                self.config.retention_bytes if deleting else -1)
-        if count:
-            for segment in self._segments[:count]:
-                self._retire(segment)
-            del self._segments[:count], self._bases[:count]
-            self._log_start_offset = max(self._log_start_offset, self._bases[0])
-            self.epoch_cache.truncate_from_start(self._log_start_offset)
-            log.info("%s: retention deleted %d segments, log start is now %d", self.tp, count,
-                     self.log_start_offset)
-        return count
-
-    # --- compaction (the file work is in :mod:`.cleaner`) ------------------------------------------
-
-    @property
-    def truncations(self) -> int:
-        """How many times the log was truncated: a cleaning pass that saw it change stops."""
-        return self._truncations
-
-    def segments(self) -> list[LogSegment]:
-        return list(self._segments)
-
-    def swap_in_cleaned(self, group: list[LogSegment], sizes: list[int], truncations: int,
-                        last_offset: int) -> bool:
-        """Replace the consecutive closed segments ``group`` by their cleaned copy (last offset
-        ``last_offset``, :mod:`.clean_swap`); False, changing nothing, if the log changed."""
-        first = next((i for i, s in enumerate(self._segments) if s is group[0]), -1)
-        end = first + len(group)
-        if first < 0 or end >= len(self._segments) or self._truncations != truncations \
-                or self._segments[first:end] != group or [s.size for s in group] != sizes:
-            return False
-        later = group[1:]
-        for segment in group:
-            segment.drop_index_writes()     # never written over the new files
-        commit_cleaned(group[0].log_path, group[0].index_path,
-                       [lambda s=s: self._retire(s) for s in later if s.base_offset > last_offset],
-                       [lambda s=s: self._retire(s) for s in later if s.base_offset <= last_offset])
-        write_merged([s.time_index for s in group], last_offset)   # before the copy opens it
-        self._segments[first:end] = [LogSegment(self.dir, group[0].base_offset, self.config.index_interval_bytes)]
-        self._bases[first:end] = [group[0].base_offset]
-        # The old descriptor stays readable for fetches in flight.
-        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, group[0]))
-        self._dir_dirty = True
-        return True
-
-    def _retire(self, segment: LogSegment) -> None:
-        # Unlink now, close later: a FileSlice of it may still be going out by sendfile.
-        segment.delete(close=False)
-        self._graveyard.append((time.monotonic() + self.config.file_delete_delay_ms / 1000, segment))
-        self._dir_dirty = True
-
-    def _bury_dead(self, now: float) -> None:
-        alive = []
-        for deadline, segment in self._graveyard:
-            if deadline <= now:
-                segment.close()
-            else:
-                alive.append((deadline, segment))
-        self._graveyard = alive
 
     # --- durability and lifecycle ---------------------------------------------------------------------
 
