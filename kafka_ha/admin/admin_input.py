@@ -154,3 +154,21 @@ def parse_broker_list(text: str) -> list[int]:
 
 
 # ---- output ---------------------------------------------------------------------
+
+
+def config_pairs(pairs: Sequence[str], error: type[Exception]) -> dict[str, str]:
+    """``--config key=value`` arguments as a dict, as kafka-topics.sh reads them (both its
+    ZooKeeper and its Admin API path); ``error`` (with Kafka's message) for a pair without
+    ``=`` or key.
+
+    >>> config_pairs(["retention.ms = 1000", "cleanup.policy=compact"], ValueError)
+    {'retention.ms': '1000', 'cleanup.policy': 'compact'}
+    """
+    configs = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise error(f"Invalid topic config: all configs to be added must be in "
+                        f"the format \"key=val\": {pair}")
+        configs[key.strip()] = value.strip()
+    return configs

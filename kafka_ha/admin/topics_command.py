@@ -18,6 +18,7 @@ from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_mes
 from kafka_ha.admin.topic_plans import (
     check_topic_name, checked_configs, plan_added_partitions, plan_new_topic)
 from kafka_ha.admin import topics_over_api
+from kafka_ha.admin.admin_input import config_pairs
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.client.errors import KafkaError
 from kafka_ha.config import ConfigError
@@ -55,14 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parse_configs(pairs: list[str]) -> dict[str, str]:
-    configs = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TopicCommandError(f"Invalid topic config: all configs to be added must be in "
-                                    f"the format \"key=val\": {pair}")
-        configs[key.strip()] = value.strip()
-    return checked_configs(configs)
+    return checked_configs(config_pairs(pairs, TopicCommandError))
 
 
 def _matching(topics: Iterable[str], pattern: str | None) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from kafka_ha.admin.admin_input import config_pairs
 from kafka_ha.admin.assignment import parse_replica_assignment
 from kafka_ha.admin.topic_admin_client import Result, TopicAdminClient
 from kafka_ha.client.cluster import MetadataSnapshot
@@ -26,14 +27,7 @@ class ApiCommandError(Exception):
 
 def _configs(pairs: list[str]) -> dict[str, str]:
     # Checked by the controller, with the same rules as the --zookeeper path.
-    configs = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ApiCommandError(f"Invalid topic config: all configs to be added must be in "
-                                  f"the format \"key=val\": {pair}")
-        configs[key.strip()] = value.strip()
-    return configs
+    return config_pairs(pairs, ApiCommandError)
 
 
 def _raise_for(result: Result) -> None:

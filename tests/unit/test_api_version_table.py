@@ -12,18 +12,14 @@ connection.
 """
 from __future__ import annotations
 
-import logging
-
-import gevent
 import pytest
 
 from kafka_ha.protocol.api import (ADVERTISED_VERSIONS, REQUEST_SCHEMAS, SUPPORTED_VERSIONS,
                                    ApiKey, api_versions_entries)
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import decode_request_body, decode_response, encode_request
-from kafka_ha.protocol.server import ProtocolServer
 from tests.harness.protocol_samples import REQUESTS, api_versions_response
-from tests.harness.raw_socket import assert_closed_by_peer, raw_connect, recv_frame
+from tests.harness.raw_socket import assert_closed_by_peer, raw_connect, recv_frame, serving
 
 K = ApiKey
 
@@ -107,12 +103,8 @@ def _answering_handler(header, reader):
 
 @pytest.fixture
 def server():
-    srv = ProtocolServer("127.0.0.1", 0, _answering_handler,
-                         logger=logging.getLogger("test.versions.server"))
-    srv.start()
-    with gevent.Timeout(5):
+    with serving(_answering_handler) as srv:   # no live test may hang
         yield srv
-    srv.stop(timeout=0.2)
 
 
 @pytest.mark.parametrize("key", [k for k in SUPPORTED_VERSIONS if k != K.API_VERSIONS],

@@ -48,12 +48,8 @@ def echo_handler(header: RequestHeader, reader: Reader):
 
 @pytest.fixture
 def server():
-    srv = ProtocolServer("127.0.0.1", 0, echo_handler,
-                         logger=logging.getLogger("test.protocol.server"))
-    srv.start()
-    with gevent.Timeout(5):  # no live test may hang
+    with serving(echo_handler) as srv:   # no live test may hang
         yield srv
-    srv.stop(timeout=0.2)
 
 
 def test_pipelined_requests_are_answered_in_order(server):
