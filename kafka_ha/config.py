@@ -25,8 +25,8 @@ import yaml
 from kafka_ha import java_properties
 from kafka_ha.config_kafka_keys import KAFKA_BROKER_KEYS
 from kafka_ha.config_values import (  # noqa: F401 (re-exported: callers import them from here)
-    _LEVELS, ConfigError, _at_least, _bool, _cleanup_policy, _dirs, _float, _int, _logger_levels,
-    _ratio, _str, _timestamp_type)
+    _LEVELS, ConfigError, _at_least, _bool, _cleanup_policy, _compression_type, _dirs, _float, _int,
+    _logger_levels, _ratio, _str, _timestamp_type)
 from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
 
 LONG_MAX = (1 << 63) - 1      # Kafka's "never" for its flush intervals
@@ -155,6 +155,9 @@ KEYS: tuple[Key, ...] = (
         "CreateTime keeps the producer's record timestamps, LogAppendTime stamps the leader's clock"),
     Key("log.message.timestamp.difference.max.ms", _int, LONG_MAX,
         "CreateTime: how far a record's timestamp may be from the leader's clock", 0),
+    Key("compression.type", _compression_type, "producer",
+        "codec the leader stores batches in: producer keeps each producer's, uncompressed, gzip, "
+        "snappy, lz4 or zstd rewrite batches sent in another codec"),
     # Not a Kafka key (Kafka exports JMX; Prometheus users add jmx_exporter).
     Key("metrics.port", _int, -1, "port of the Prometheus /metrics endpoint (on the listener's "
         "host); -1 turns it off, 0 binds an ephemeral port", -1),
@@ -311,6 +314,7 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", _at_least(0)),
     "message.timestamp.type": ("log.message.timestamp.type", _timestamp_type),
     "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms", _at_least(0)),
+    "compression.type": ("compression.type", _compression_type),
 }
 
 
