@@ -4,6 +4,10 @@ Before stopping, the broker sends ControlledShutdown (key 7) to the
 controller, which moves its leaderships away and takes it out of every ISR;
 it retries up to ``controlled.shutdown.max.retries`` times while the
 controller reports partitions it still leads, then stops anyway.
+
+The controller is the one the last UpdateMetadata named (the metadata cache), as in
+Kafka since 1.1, not a read of ``/controller``: a broker cut off from ZooKeeper would
+wait for that read until ZooKeeper came back, and never stop.
 """
 from __future__ import annotations
 
@@ -15,17 +19,16 @@ from kafka_ha.model import BrokerEndpoint
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.zk.broker_store import BrokerStore
-from kafka_ha.zk.errors import MalformedZnode, ZkError
 
 log = logging.getLogger(__name__)
 
 
-def controlled_shutdown(store: BrokerStore, broker_id: int, endpoint_of: Callable[[int], BrokerEndpoint | None],
+def controlled_shutdown(controller_of: Callable[[], int], broker_id: int,
+                        endpoint_of: Callable[[int], BrokerEndpoint | None],
                         retries: int, backoff_ms: int, timeout_s: float) -> bool:
     """True once the controller reports no partitions left; False after the last retry."""
     for attempt in range(1, retries + 2):
-        remaining = _ask_controller(store, broker_id, endpoint_of, timeout_s)
+        remaining = _ask_controller(controller_of(), broker_id, endpoint_of, timeout_s)
         if remaining == []:
             log.info("Controlled shutdown of broker %d succeeded", broker_id)
             return True
@@ -37,13 +40,9 @@ def controlled_shutdown(store: BrokerStore, broker_id: int, endpoint_of: Callabl
     return False
 
 
-def _ask_controller(store: BrokerStore, broker_id: int, endpoint_of, timeout_s: float
+def _ask_controller(controller: int, broker_id: int, endpoint_of, timeout_s: float
                     ) -> list | None:
-    try:
-        controller = store.controller_id()
-    except (MalformedZnode, ZkError):
-        return None
-    if controller is None:
+    if controller < 0:
         return None
     endpoint = endpoint_of(controller)
     if endpoint is None:

@@ -247,8 +247,8 @@ class KafkaServer:
     def shutdown(self) -> None:
         log.info("[Kafka Server %d], shutting down", self.broker_id)
         cfg = self.config
-        if cfg["controlled.shutdown.enable"] and self.store is not None and self.store.connected:
-            controlled_shutdown(self.store, self.broker_id, self._endpoint_of,
+        if cfg["controlled.shutdown.enable"] and self.store is not None:
+            controlled_shutdown(lambda: self.metadata.controller_id, self.broker_id, self._endpoint_of,
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)
