@@ -1,0 +1,106 @@
+"""docs/operations.md's procedures, run as written under acks=all load (issue 20).
+
+The guide writes each procedure as one shell block (```` ```sh procedure=NAME ````); these tests
+extract that block and run it with bash against real brokers, so the guide cannot drift from
+what is tested.  The brokers are the harness's, started through ``bin/kafka-server-start.sh``
+with config files of their own, so the guide's ``kafka-server-stop.sh CONFIG`` and
+``kafka-server-start.sh -daemon CONFIG`` stop and start them as they would an operator's.
+
+One cluster for the module: brokers 1-3 run from the start, broker 4 is the one the
+add-broker procedure brings in.  A producer writes with acks=all through each procedure; at the
+end everything is read back and judged against what was acknowledged.
+"""
+
+import time
+
+import pytest
+
+from tests.harness.cluster import SESSION_MS, ClusterFixture
+from tests.harness.doc_procedures import ROOT, broker_pid_of, run_procedure
+from tests.harness.kafka import create_topic, log_text, read_assignment, read_states
+from tests.harness.load import BackgroundProducer, assert_intact
+from tests.harness.zk import CLIENT_JVMFLAGS
+
+pytestmark = pytest.mark.system
+
+FIRST = [1, 2, 3]
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(request, zk_ensemble):
+    # No automatic rebalance: leadership moves only by what the procedures do.
+    c = ClusterFixture(4, {"auto.leader.rebalance.enable": False}, ensemble=zk_ensemble,
+                       session_timeout_ms=SESSION_MS)
+    request.addfinalizer(c.stop)
+    return c.start(brokers=FIRST)
+
+
+def procedure_env(cluster, **more):
+    # CLIENT_JVMFLAGS: a small quick-starting JVM for zkCli.sh, as the harness uses.
+    return {"Z": cluster.connect_string, "CLIENT_JVMFLAGS": CLIENT_JVMFLAGS, **more}
+
+
+def adopt(cluster, ids):
+    """Let the fixture stop the brokers the procedure started (-daemon), also after a failure."""
+    for i in ids:
+        pid = broker_pid_of(cluster.config_path(i))
+        if pid is not None:
+            cluster.adopt_broker(i, pid)
+
+
+def leaders(cluster, topic):
+    return {p: s.leader for p, s in read_states(cluster, topic).items()}
+
+
+def report(record_property, what, load, history, seconds):
+    """Print the numbers and put them in the JUnit report (CI keeps it): the acceptance asks
+    for the producer's error count, which is reported, not asserted."""
+    numbers = {"sent": load.sent, "acked": len(load.acked), "lost": len(history.lost),
+               "producer_errors": len(load.failed),
+               "records_sent_again": sum(load.retries.retried.values()),
+               "procedure_seconds": round(seconds, 1)}
+    for key, value in numbers.items():
+        record_property(f"{what}.{key}", value)
+    print(f"{what}: " + ", ".join(f"{k}={v}" for k, v in numbers.items())
+          + (f"; first errors: {load.failed[:3]}" if load.failed else ""))
+
+
+def test_rolling_restart_as_written_loses_no_acknowledged_record(cluster, tmp_path, record_property):
+    topic = "rolling"
+    create_topic(cluster, topic, PARTITIONS, 3, "--config", "min.insync.replicas=2")
+    preferred = {p: a[0] for p, a in read_assignment(cluster, topic).partitions.items()}
+    cluster.wait_until(lambda: leaders(cluster, topic) == preferred, timeout=30,
+                       message="the new topic's leaders are not its preferred replicas")
+    controller = cluster.wait_until(cluster.controller, message="no controller")
+    old_pids = {i: cluster.broker_pid(i) for i in FIRST}
+    configs = " ".join(str(cluster.config_path(i)) for i in FIRST)
+
+    with BackgroundProducer(cluster, topic) as load:
+        load.wait_progress(300, what="production before the restart")
+        started = time.monotonic()
+        try:
+            rc, out = run_procedure("rolling-restart", procedure_env(cluster, BROKER_CONFIGS=configs),
+                                    ROOT, timeout_s=300, scratch=tmp_path)
+        finally:
+            adopt(cluster, FIRST)
+        seconds = time.monotonic() - started
+        assert rc == 0, out
+        load.wait_progress(300, what="production after the restart")
+
+    order = [int(line.split("restarting broker ")[1].split()[0])
+             for line in out.splitlines() if "restarting broker " in line]
+    assert sorted(order) == FIRST and order[-1] == controller, (order, controller, out)
+    for i in FIRST:
+        assert cluster.broker_pid(i) not in (None, old_pids[i]), f"broker {i} was not restarted"
+        assert f"Controlled shutdown of broker {i} succeeded" in log_text(cluster, i, "server.log")
+    assert "Successfully started preferred replica election" in out, out
+    assert all(len(s.isr) == 3 for s in read_states(cluster, topic).values())
+    cluster.wait_until(lambda: leaders(cluster, topic) == preferred, timeout=30,
+                       message="the election at the end did not restore the preferred leaders")
+
+    history = load.history(cluster, PARTITIONS)
+    report(record_property, "rolling-restart", load, history, seconds)
+    assert load.acked, "nothing was acknowledged"
+    assert not history.lost, f"{len(history.lost)} acknowledged records lost, e.g. {list(history.lost.items())[:5]}"
+    assert_intact(history, load.retries.retried)
