@@ -85,6 +85,7 @@ def test_rolling_restart_as_written_loses_no_acknowledged_record(cluster, tmp_pa
         finally:
             adopt(cluster, FIRST)
         seconds = time.monotonic() - started
+        print(out)
         assert rc == 0, out
         load.wait_progress(300, what="production after the restart")
 
