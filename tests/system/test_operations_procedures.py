@@ -11,13 +11,14 @@ add-broker procedure brings in.  A producer writes with acks=all through each pr
 end everything is read back and judged against what was acknowledged.
 """
 
+import json
 import time
 
 import pytest
 
 from tests.harness.cluster import SESSION_MS, ClusterFixture
 from tests.harness.doc_procedures import ROOT, broker_pid_of, run_procedure
-from tests.harness.kafka import create_topic, log_text, read_assignment, read_states
+from tests.harness.kafka import create_topic, log_text, read_assignment, read_states, run_tool
 from tests.harness.load import BackgroundProducer, assert_intact
 from tests.harness.zk import CLIENT_JVMFLAGS
 
@@ -105,3 +106,53 @@ def test_rolling_restart_as_written_loses_no_acknowledged_record(cluster, tmp_pa
     assert load.acked, "nothing was acknowledged"
     assert not history.lost, f"{len(history.lost)} acknowledged records lost, e.g. {list(history.lost.items())[:5]}"
     assert_intact(history, load.retries.retried)
+
+
+def test_adding_a_broker_as_written_moves_load_onto_it_and_loses_nothing(cluster, tmp_path,
+                                                                         record_property):
+    topic, new = "growing", 4
+    create_topic(cluster, topic, PARTITIONS, 3, "--config", "min.insync.replicas=2")
+    before = read_assignment(cluster, topic).partitions
+    new_config = cluster.cluster.write_config(new)   # step 1 of the guide: the new broker's file
+
+    with BackgroundProducer(cluster, topic) as load:
+        load.wait_progress(300, what="production before the move")
+        started = time.monotonic()
+        try:
+            rc, out = run_procedure("add-broker", procedure_env(
+                cluster, NEW_CONFIG=str(new_config), TOPICS=topic, PLAN_DIR=str(tmp_path)),
+                ROOT, timeout_s=300, scratch=tmp_path)
+        finally:
+            adopt(cluster, [new])
+        seconds = time.monotonic() - started
+        print(out)
+        assert rc == 0, out
+        load.wait_progress(300, what="production after the move")
+
+    assert f"broker {new} registered" in out and f"(brokers 1,2,3,{new})" in out, out
+    plan = {p["partition"]: tuple(p["replicas"])
+            for p in json.loads((tmp_path / "reassign.json").read_text())["partitions"]}
+    rollback = {p["partition"]: tuple(p["replicas"])
+                for p in json.loads((tmp_path / "rollback.json").read_text())["partitions"]}
+    assert rollback == before, "the way back must be the assignment before the move"
+    assert sorted(plan) == list(range(PARTITIONS)) and any(new in r for r in plan.values()), plan
+    for p in range(PARTITIONS):
+        assert f"Reassignment of partition [{topic},{p}] completed successfully" in out, out
+    assert read_assignment(cluster, topic).partitions == plan
+    states = read_states(cluster, topic)
+    assert all(set(states[p].isr) == set(plan[p]) for p in plan), states
+    assert new in {s.leader for s in states.values()}, "the new broker leads none of its share"
+    assert leaders(cluster, topic) == {p: r[0] for p, r in plan.items()}
+    moved_away = [(b, p) for p in plan for b in set(before[p]) - set(plan[p])]
+    cluster.wait_until(lambda: not [1 for b, p in moved_away
+                                    if (cluster.data_dir(b) / f"{topic}-{p}").exists()],
+                       timeout=30, message=f"replicas moved away were not deleted: {moved_away}")
+
+    history = load.history(cluster, PARTITIONS)
+    report(record_property, "add-broker", load, history, seconds)
+    assert load.acked, "nothing was acknowledged"
+    assert not history.lost, f"{len(history.lost)} acknowledged records lost, e.g. {list(history.lost.items())[:5]}"
+    assert_intact(history, load.retries.retried)
+    rc, out, err = run_tool("kafka-replica-verification.sh", "--broker-list", cluster.bootstrap_servers,
+                            "--topic-white-list", topic, "--time", "-2", "--once", timeout_s=120)
+    assert rc == 0, out + err
