@@ -52,7 +52,7 @@ def run_procedure(name, env, cwd, timeout_s, scratch):
     script = Path(scratch) / f"{name}.sh"
     script.write_text(procedure(name))
     full_env = dict(os.environ, KAFKA_HA_PYTHON=sys.executable, **env)
-    full_env.pop("LOG_DIR", None)   # brokers write server.out beside their config, as in the harness
+    full_env.pop("LOG_DIR", None)  # server.out beside each config, as the harness has it
     done = subprocess.run(["bash", str(script)], cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout_s)
