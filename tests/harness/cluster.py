@@ -83,8 +83,9 @@ class ClusterFixture:
         self._zk = None
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, wait_registered=True, timeout=60.0):
-        """Create the chroot, start every broker, and wait until all are in /brokers/ids."""
+    def start(self, wait_registered=True, timeout=60.0, brokers=None):
+        """Create the chroot, start every broker (or only the ids in ``brokers``: the others
+        are there to be added later), and wait until they are in /brokers/ids."""
         root = KazooClient(hosts=self.zk_hosts, timeout=10)
         root.start(timeout=30)
         try:
@@ -92,9 +93,15 @@ class ClusterFixture:
         finally:
             root.stop()
             root.close()
-        self.cluster.start()
+        if brokers is None:
+            self.cluster.start()
+        else:
+            for i in brokers:
+                self.cluster.start_broker(i, wait=False)
+            for i in brokers:
+                self.cluster.wait_for_broker(i)
         if wait_registered:
-            self.wait_registered(self.broker_ids, timeout)
+            self.wait_registered(self.broker_ids if brokers is None else brokers, timeout)
         return self
 
     def stop(self, keep_dir=False):
@@ -174,6 +181,12 @@ class ClusterFixture:
 
     def start_broker(self, i, wait=True):
         return self.cluster.start_broker(i, wait=wait)
+
+    def adopt_broker(self, i, pid):
+        """Broker ``i`` runs as ``pid``, started outside the fixture (by a documented
+        procedure's ``kafka-server-start.sh -daemon``): from now on ``kill`` and ``stop``
+        reach it through its pid file."""
+        self.cluster.pid_path(i).write_text(f"{pid}\n")
 
     def kill(self, i, sig=signal.SIGKILL):
         """Send ``sig`` (default SIGKILL) to broker ``i``; KILL/TERM wait until it is gone."""

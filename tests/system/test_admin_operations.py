@@ -3,7 +3,6 @@ configs; driven through the /admin znodes, whoever writes them."""
 
 import json
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -93,58 +92,6 @@ def test_controlled_shutdown_moves_leadership_before_exit(cluster_factory):
     assert all(s.leader != leader for s in after.values())
     assert all(leader not in s.isr for s in after.values())
     assert "Controlled shutdown of broker %d succeeded" % leader in log_text(cluster, leader, "server.log")
-
-
-class LeaderGapSampler:
-    """Samples every partition's state and the registered brokers every 20 ms; a partition
-    is leaderless while its leader is -1 or not registered."""
-
-    def __init__(self, cluster, topic):
-        from kazoo.client import KazooClient
-        self.zk = KazooClient(hosts=cluster.connect_string)
-        self.topic, self.gaps, self.stop_flag = topic, {}, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        from kafka_ha.zk.znodes import TopicPartitionStateZNode as S
-        self.zk.start()
-        since = {}
-        while not self.stop_flag.is_set():
-            now = time.monotonic()
-            live = {int(b) for b in self.zk.get_children("/brokers/ids")}
-            for p in self.zk.get_children(f"/brokers/topics/{self.topic}/partitions"):
-                path = f"/brokers/topics/{self.topic}/partitions/{p}/state"
-                leader = S.decode(self.zk.get(path)[0], path).leader
-                if leader in live:
-                    if p in since:
-                        self.gaps[p] = max(self.gaps.get(p, 0.0), now - since.pop(p))
-                else:
-                    since.setdefault(p, now)
-            time.sleep(0.02)
-        self.zk.stop()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_flag.set()
-        self.thread.join(10)
-
-
-def test_rolling_restart_under_load_loses_nothing(cluster_factory):
-    cluster = cluster_factory(4, {"auto.leader.rebalance.enable": False}, session_timeout_ms=SESSION_MS)
-    create_topic(cluster, "rolling", 4, 3)
-    with BackgroundProducer(cluster, "rolling") as load, LeaderGapSampler(cluster, "rolling") as gaps:
-        for broker in cluster.broker_ids:
-            cluster.kill(broker, signal.SIGTERM)
-            cluster.start_broker(broker)
-            cluster.wait_until(lambda: all(len(s.isr) == 3 for s in read_states(cluster, "rolling").values()),
-                               timeout=90, message=f"ISRs did not recover after restarting {broker}")
-    longest = max(gaps.gaps.values(), default=0.0)
-    print(f"longest leaderless gap per partition during the rolling restart (s): {gaps.gaps or 'none'}; "
-          f"max {longest:.3f} s")
-    load.check_nothing_lost(cluster, 4)
 
 
 def reassign(cluster, plan, *flags):
