@@ -218,14 +218,16 @@ class KafkaServer:
         if not cfg["auto.create.topics.enable"]:
             return
         admin = ZkAdmin(client=self.zk)
-        brokers = sorted(self.metadata.brokers) or admin.store.live_broker_ids()
+        # Kafka's RackAwareMode.Safe: racks are used only if every broker has one.
+        brokers = ({b: self.metadata.racks.get(b) for b in self.metadata.brokers}
+                   or admin.store.live_broker_racks())
         for topic in topics:
             if topic == OFFSETS_TOPIC:
                 continue   # the group coordinator creates it, with its own partitions and configs
             try:
                 zn.validate_topic_name(topic)
                 replicas = assign_replicas(brokers, cfg["num.partitions"],
-                                           cfg["default.replication.factor"])
+                                           cfg["default.replication.factor"], rack_aware=False)
                 admin.create_topic(topic, replicas, {})
                 log.info("Auto-created topic %s with %d partitions", topic, len(replicas))
             except ZkNodeExists:

@@ -75,6 +75,15 @@ class AdminStore:
                 brokers.append(zn.BrokerIdZNode.decode(got[0], path, czxid=got[1].czxid))
         return brokers
 
+    def live_broker_racks(self) -> dict[int, str | None]:
+        """Each registered broker's rack (``broker.rack``; None: none), for rack-aware
+        assignment.  An unreadable registration makes every rack unknown (plain round
+        robin) rather than fail the caller."""
+        try:
+            return {b.broker_id: b.rack for b in self.registered_brokers()}
+        except MalformedZnode:
+            return {b: None for b in self.live_broker_ids()}
+
     def controller_id(self) -> int | None:
         """The broker id in ``/controller``; None if there is none.  MalformedZnode if unreadable."""
         return read_controller_id(self.zk)
