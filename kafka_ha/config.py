@@ -161,10 +161,10 @@ KEYS: tuple[Key, ...] = (
     # brokers); a value here is the start-up value until a dynamic one is set.
     Key("leader.replication.throttled.rate", _int, LONG_MAX,
         "bytes/s this broker as leader sends to throttled followers of throttled replicas "
-        "(leader.replication.throttled.replicas)", 1),
+        "(leader.replication.throttled.replicas)", 0),
     Key("follower.replication.throttled.rate", _int, LONG_MAX,
         "bytes/s this broker as follower fetches for throttled replicas "
-        "(follower.replication.throttled.replicas)", 1),
+        "(follower.replication.throttled.replicas)", 0),
     Key("replication.quota.window.num", _int, 11, "samples the replication rate is measured over", 1),
     Key("replication.quota.window.size.seconds", _int, 1,
         "length of each replication rate sample", 1),

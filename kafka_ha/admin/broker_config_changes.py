@@ -29,10 +29,10 @@ DEFAULT = BrokerConfigZNode.DEFAULT
 def parse_dynamic(name: str, raw: str) -> Any:
     """One dynamic value, typed; ValueError with Kafka-style wording if it is not valid.
 
-    >>> parse_dynamic("follower.replication.throttled.rate", "0")
+    >>> parse_dynamic("follower.replication.throttled.rate", "-1")
     Traceback (most recent call last):
     ...
-    ValueError: Invalid value 0 for configuration follower.replication.throttled.rate: must be >= 1
+    ValueError: Invalid value -1 for configuration follower.replication.throttled.rate: must be >= 0
     """
     key = KEYS_BY_NAME[name]
     try:
