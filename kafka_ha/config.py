@@ -25,8 +25,8 @@ import yaml
 from kafka_ha import java_properties
 from kafka_ha.config_kafka_keys import KAFKA_BROKER_KEYS
 from kafka_ha.config_values import (  # noqa: F401 (re-exported: callers import them from here)
-    _LEVELS, ConfigError, _at_least, _bool, _cleanup_policy, _dirs, _float, _int, _logger_levels,
-    _ratio, _str, _throttled_replicas, _timestamp_type)
+    _LEVELS, ConfigError, _at_least, _bool, _cleanup_policy, _compression_type, _dirs, _float, _int,
+    _logger_levels, _ratio, _str, _throttled_replicas, _timestamp_type)
 from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
 
 LONG_MAX = (1 << 63) - 1      # Kafka's "never" for its flush intervals
@@ -168,6 +168,9 @@ KEYS: tuple[Key, ...] = (
     Key("replication.quota.window.num", _int, 11, "samples the replication rate is measured over", 1),
     Key("replication.quota.window.size.seconds", _int, 1,
         "length of each replication rate sample", 1),
+    Key("compression.type", _compression_type, "producer",
+        "codec the leader stores batches in: producer keeps each producer's, uncompressed, gzip, "
+        "snappy, lz4 or zstd rewrite batches sent in another codec"),
     # Not a Kafka key (Kafka exports JMX; Prometheus users add jmx_exporter).
     Key("metrics.port", _int, -1, "port of the Prometheus /metrics endpoint (on the listener's "
         "host); -1 turns it off, 0 binds an ephemeral port", -1),
@@ -333,6 +336,7 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", _at_least(0)),
     "message.timestamp.type": ("log.message.timestamp.type", _timestamp_type),
     "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms", _at_least(0)),
+    "compression.type": ("compression.type", _compression_type),
     # KIP-73: the replicas this topic's replication throttles apply to (replication_quota).
     "leader.replication.throttled.replicas": (None, _throttled_replicas),
     "follower.replication.throttled.replicas": (None, _throttled_replicas),

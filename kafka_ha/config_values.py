@@ -85,6 +85,14 @@ def _timestamp_type(value: Any) -> str:
     return text
 
 
+def _compression_type(value: Any) -> str:
+    """compression.type: a codec name, ``uncompressed`` or ``producer`` (Kafka's ValidString)."""
+    text = _str(value).strip().lower()
+    if text not in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"):
+        raise ValueError("String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer")
+    return text
+
+
 def _dirs(value: Any) -> tuple[str, ...]:
     if isinstance(value, list):
         items = [_str(v) for v in value]

@@ -37,6 +37,7 @@ ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)   # the same here: no tran
 DEFAULT_FETCH_MAX_BYTES = 57671680   # fetch.max.bytes, Kafka's default (55 MiB)
 DOWN_CONVERT_MAX_BYTES = 1 << 19     # most stored bytes one answer to a Fetch v0-3 reader converts
 MODERN_FETCH_VERSION = 4   # the first Fetch version whose readers take the stored (magic 2) data
+ZSTD_FETCH_VERSION = 10    # the first whose consumers may read a topic stored in zstd (KIP-110)
 SESSION_FETCH_VERSION = 7  # KIP-227: incremental fetch sessions
 
 
@@ -172,6 +173,8 @@ class DataApis:
         # KIP-320: a partition asked for in another leader epoch is answered with
         # the fencing error and neither read nor counted as the follower's position.
         fenced = replica_reads.fenced_partitions(self.replicas, context.leader_epochs)
+        if replica_id < 0 and version < ZSTD_FETCH_VERSION:
+            fenced.update(replica_reads.zstd_refused(self.replicas, (tp for tp, _, _ in wanted)))
         if fenced:
             wanted = [w for w in wanted if w[0] not in fenced]
         # fetch.max.bytes: the broker's own bound on one answer, for Fetch v0-2 too,

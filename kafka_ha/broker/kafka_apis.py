@@ -143,7 +143,7 @@ class KafkaApis:
             missing = [t for t in topics if t not in self.metadata.partitions]
             if missing:
                 self._auto_create(missing)
-        response = self.metadata.metadata_response(topics)
+        response = self.metadata.metadata_response(topics, version)
         if version >= 2:
             response["cluster_id"] = self.metadata.cluster_id
         if version >= 3:

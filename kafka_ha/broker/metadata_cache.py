@@ -1,8 +1,11 @@
 """What a broker knows of the cluster, from the controller's UpdateMetadata requests.
 
-Serves Metadata requests with 0.8.2's semantics (its ``MetadataCache.scala``): a dead
-leader gives LEADER_NOT_AVAILABLE with leader -1; a dead replica or ISR member
-gives REPLICA_NOT_AVAILABLE and only live brokers are listed.
+Serves Metadata requests as Kafka 2.1's ``MetadataCache`` does: a dead leader gives
+LEADER_NOT_AVAILABLE with leader -1 and an empty ISR.  Metadata v0 lists only live
+replicas and ISR members and flags a partition missing one REPLICA_NOT_AVAILABLE (0.8.2's
+answer); v1 and later list every assigned replica and ISR member, dead ones by id, so a
+client sees the replication factor and the under-replication as they are (and v5+ names
+the dead ones again in ``offline_replicas``).
 
 A partition announced with leader -2 (its topic is being deleted) leaves the
 metadata and is remembered as being deleted until the controller publishes it
@@ -80,18 +83,21 @@ class MetadataCache:
     def partition(self, tp: TopicPartition) -> PartitionStateInfo | None:
         return self.partitions.get(tp.topic, {}).get(tp.partition)
 
-    def topic_metadata(self, topic: str) -> dict[str, Any]:
+    def topic_metadata(self, topic: str, version: int = 1) -> dict[str, Any]:
         parts = self.partitions.get(topic)
         if not parts:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": topic,
                     "is_internal": False, "partitions": []}
         return {"error_code": ErrorCode.NONE, "name": topic,
                 "is_internal": topic == "__consumer_offsets",   # clients skip it in subscriptions
-                "partitions": [self._partition_metadata(s) for _, s in sorted(parts.items())]}
+                "partitions": [self._partition_metadata(s, version) for _, s in sorted(parts.items())]}
 
-    def _partition_metadata(self, s: PartitionStateInfo) -> dict[str, Any]:
-        replicas = [r for r in s.replicas if r in self.brokers]
-        isr = [r for r in s.isr if r in self.brokers]
+    def _partition_metadata(self, s: PartitionStateInfo, version: int) -> dict[str, Any]:
+        if version == 0:
+            replicas = [r for r in s.replicas if r in self.brokers]
+            isr = [r for r in s.isr if r in self.brokers]
+        else:
+            replicas, isr = list(s.replicas), list(s.isr)
         if s.leader not in self.brokers:
             error, leader, isr = ErrorCode.LEADER_NOT_AVAILABLE, -1, []
         elif len(replicas) < len(s.replicas) or len(isr) < len(s.isr):
@@ -104,13 +110,13 @@ class MetadataCache:
                 "leader_epoch": s.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
                 "offline_replicas": [r for r in s.replicas if r not in self.brokers]}
 
-    def metadata_response(self, topics: list[str] | None) -> dict[str, Any]:
+    def metadata_response(self, topics: list[str] | None, version: int = 1) -> dict[str, Any]:
         names = sorted(self.partitions) if topics is None else topics
         return {"brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port,
                              "rack": self.racks.get(b.broker_id)}
                             for b in self.brokers.values()],
                 "controller_id": self.controller_id,
-                "topics": [self.topic_metadata(t) for t in names]}
+                "topics": [self.topic_metadata(t, version) for t in names]}
 
 
 def _endpoint(entry: dict[str, Any], version: int) -> BrokerEndpoint:

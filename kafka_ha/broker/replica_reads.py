@@ -87,6 +87,19 @@ def fenced_partitions(partitions: HostedPartitions,
     return fenced
 
 
+def zstd_refused(partitions: HostedPartitions, tps) -> dict[TopicPartition, int]:
+    """Of ``tps``, those whose topic stores zstd (``compression.type=zstd``), with
+    UNSUPPORTED_COMPRESSION_TYPE: a consumer below Fetch v10 may not read them.  As in
+    Kafka 2.1 the topic's setting decides, not the bytes: zstd batches a producer sent to a
+    ``producer`` topic go to any reader, which fails on them if it cannot decode zstd."""
+    refused = {}
+    for tp in tps:
+        p = partitions.get(tp)
+        if p is not None and p.log is not None and p.log.config.compression_type == "zstd":
+            refused[tp] = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return refused
+
+
 def fetch_records(partitions: HostedPartitions, params: FetchParams, wanted: list[PartitionFetch],
                   now_ms: int) -> list[tuple[TopicPartition, PartitionRead]]:
     """Each of ``wanted``'s partitions read, once there is enough to answer (see the module

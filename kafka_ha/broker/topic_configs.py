@@ -92,4 +92,5 @@ class TopicConfigs:
                          min_cleanable_dirty_ratio=get("min.cleanable.dirty.ratio"),
                          min_compaction_lag_ms=get("min.compaction.lag.ms"),
                          log_append_time=get("message.timestamp.type") == "LogAppendTime",
-                         timestamp_difference_max_ms=get("message.timestamp.difference.max.ms"))
+                         timestamp_difference_max_ms=get("message.timestamp.difference.max.ms"),
+                         compression_type=get("compression.type"))

@@ -304,7 +304,8 @@ class GroupCoordinator:
         for group_id in list(self.catalog.offsets):
             group = self.catalog.group(group_id)
             offsets = self.catalog.offsets.get(group_id, {})
-            gone = expired_offsets(group, offsets, now_wall_ms)
+            gone = expired_offsets(group, offsets, now_wall_ms,
+                                   self.config["offsets.retention.minutes"] * 60000)
             if not gone:
                 continue
             records = [(offset_key(group_id, *tp), None) for tp in gone]

@@ -397,12 +397,20 @@ class Group:
 
 
 def expired_offsets(group: Group | None, offsets: dict[tuple[str, int], Any],
-                    now_wall_ms: int) -> list[tuple[str, int]]:
+                    now_wall_ms: int, retention_ms: int) -> list[tuple[str, int]]:
     """The committed offsets to delete now: those past their expire timestamp, of a group
     without members.  (Kafka 2.0 expired them in active groups too, and a member's
-    idle partition lost its offset; 2.1, KIP-211, waits until the group is empty.)"""
+    idle partition lost its offset; 2.1, KIP-211, waits until the group is empty.)
+    A value stored without an expire timestamp expires ``retention_ms`` after its commit.
+
+    >>> from kafka_ha.coordinator.offsets_records import OffsetValue
+    >>> offsets = {("t", 0): OffsetValue(1, "", 100, 150), ("t", 1): OffsetValue(1, "", 100, -1, 3)}
+    >>> expired_offsets(None, offsets, 149, 60), expired_offsets(None, offsets, 160, 60)
+    ([], [('t', 0), ('t', 1)])
+    """
     if group is not None and group.members:
         return []
     return sorted(tp for tp, value in offsets.items()
-                  if 0 <= value.expire_timestamp <= now_wall_ms)
+                  if (value.expire_timestamp if value.expire_timestamp >= 0
+                      else value.commit_timestamp + retention_ms) <= now_wall_ms)
 

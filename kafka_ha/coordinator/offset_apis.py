@@ -13,7 +13,8 @@ from typing import Any, Callable
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.coordinator.catalog import GroupCatalog
 from kafka_ha.coordinator.group_state import GroupState
-from kafka_ha.coordinator.offsets_records import OffsetValue, offset_key, offset_value
+from kafka_ha.coordinator.offsets_records import (
+    EPOCH_VALUE_VERSION, OFFSET_VALUE_VERSION, OffsetValue, offset_key, offset_value)
 from kafka_ha.protocol.errors import ErrorCode
 
 DEFAULT_RETENTION = -1    # OffsetCommit v2+: the broker's offsets.retention.minutes
@@ -54,7 +55,8 @@ class OffsetApis:
                     continue
                 value = self._value(request, part, version, now)
                 values[tp] = value
-                records.append((offset_key(group_id, *tp), offset_value(value)))
+                records.append((offset_key(group_id, *tp), offset_value(
+                    value, EPOCH_VALUE_VERSION if value.leader_epoch >= 0 else OFFSET_VALUE_VERSION)))
         if records:
             written = self.catalog.write(group_id, records,
                                          self.config["offsets.commit.timeout.ms"] / 1000)
@@ -86,6 +88,9 @@ class OffsetApis:
         retention_ms = request.get("retention_time_ms", DEFAULT_RETENTION)
         if retention_ms < 0:
             retention_ms = self.config["offsets.retention.minutes"] * 60000
+        # A committed leader epoch (v6+, KIP-320) goes to the offsets topic as value v3,
+        # which has the epoch and no expiry time: as Kafka 2.1 does, such a value
+        # expires offsets.retention.minutes after its commit (group_state.expired_offsets).
         return OffsetValue(part["committed_offset"], part["committed_metadata"] or "",
                            commit_ts, commit_ts + retention_ms,
                            part.get("committed_leader_epoch", -1))   # v6+

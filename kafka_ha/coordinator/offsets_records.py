@@ -8,8 +8,8 @@ the offset (2.1+).  Group metadata values: v0, v1 adds each member's rebalance
 timeout (0.10.1+), v2 the time of the last state change (2.1+).  A null value
 is a tombstone: the offset, or the group, is gone.
 
-This broker writes offset values v1 and group values v2, and reads every version
-above.  A key or value of another version raises ``UnknownRecordVersion``.
+This broker writes offset values v1 (v3 when the commit names a leader epoch) and
+group values v2, and reads every version above.  A key or value of another version raises ``UnknownRecordVersion``.
 
 >>> key = offset_key("g", "t", 1)
 >>> key.hex()
@@ -75,6 +75,7 @@ _GROUP_VALUES = {
               ("members", Array(Struct(*_MEMBER_FIELDS[1])))),
 }
 OFFSET_VALUE_VERSION = 1
+EPOCH_VALUE_VERSION = 3    # with the committed leader epoch (OffsetCommit v6+), no expire timestamp
 GROUP_VALUE_VERSION = 2
 
 

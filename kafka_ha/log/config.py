@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
+from kafka_ha.records.recompress import TOPIC_CODECS, topic_codec
 
 from .segment import MAX_SEGMENT_BYTES
 
@@ -36,6 +37,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0            # min.compaction.lag.ms: newer records stay uncompacted
     log_append_time: bool = False             # message.timestamp.type=LogAppendTime (else CreateTime)
     timestamp_difference_max_ms: int = (1 << 63) - 1   # message.timestamp.difference.max.ms
+    compression_type: str = "producer"        # compression.type: the codec the log stores (records.recompress)
 
     def __post_init__(self) -> None:
         if not LOG_OVERHEAD + V0_MIN_SIZE <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -56,6 +58,9 @@ class LogConfig:
                              f"not {self.min_cleanable_dirty_ratio}")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
             raise ValueError("delete_retention_ms and min_compaction_lag_ms must be >= 0")
+        if self.compression_type not in TOPIC_CODECS:
+            raise ValueError(f"compression_type must be one of {', '.join(TOPIC_CODECS)}, "
+                             f"not {self.compression_type!r}")
         for name in ("flush_messages", "flush_ms"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -65,6 +70,11 @@ class LogConfig:
     def compact(self) -> bool:
         """The log cleaner keeps only the last record of each key (cleanup.policy has compact)."""
         return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def codec(self) -> int | None:
+        """The codec id every stored batch has, or None: each keeps its producer's."""
+        return topic_codec(self.compression_type)
 
     @property
     def delete(self) -> bool:

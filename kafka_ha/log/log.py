@@ -19,6 +19,7 @@ from kafka_ha import clock
 from kafka_ha.model import TopicPartition
 from kafka_ha.records.shallow import Entry
 from kafka_ha.records.timestamps import apply_timestamp_type
+from kafka_ha.records.recompress import recompress
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
 from .checkpoints import fsync_dir
@@ -210,6 +211,8 @@ class Log(SegmentRemoval):
 
     def append_as_leader(self, records, leader_epoch: int) -> AppendInfo:
         """Assign offsets from the LEO and append; records a new ``leader_epoch`` in the cache."""
+        # compression.type: a batch in another codec is rewritten before offsets are assigned.
+        records = recompress(records, self.config.codec, self.config.max_message_bytes)
         assigned = assign_offsets(records, self.log_end_offset, leader_epoch, self.config.max_message_bytes,
                                   allow_zstd=True)   # Produce v0-6 refuse zstd before (produce_checks)
         if self.config.compact:

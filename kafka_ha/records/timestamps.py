@@ -3,9 +3,9 @@
 
 - CreateTime (the default): the producer's timestamps are kept; a record whose
   timestamp is further than ``message.timestamp.difference.max.ms`` from the
-  leader's clock is refused with INVALID_TIMESTAMP.  The check reads the
-  headers only: a v2 batch's first (base) and largest (max) timestamps, a
-  magic 1 entry's timestamp (for a compressed one, its wrapper's).
+  leader's clock is refused with INVALID_TIMESTAMP.  The check reads every
+  record of a v2 batch (decompressing it), and a magic 1 entry's timestamp (for a
+  compressed one, its wrapper's); with no bound set, the default, it reads nothing.
 - LogAppendTime: the leader stamps its clock.  A v2 batch gets the time as its
   max_timestamp and the timestamp-type attribute bit set (its records keep
   their deltas, which readers then ignore); a magic 1 entry gets the time and
@@ -28,6 +28,7 @@ from .format import (CRC_OFFSET, MAGIC_V0, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFF
                      TIMESTAMP_TYPE_MASK, V1_TIMESTAMP, V1_TIMESTAMP_OFFSET, V2_ATTRIBUTES_OFFSET,
                      V2_CRC_OFFSET, crc32, crc32c)
 from .errors import InvalidTimestampError
+from .reader import decode_records
 from .shallow import iter_entries
 
 CREATE_TIME_NAME, LOG_APPEND_TIME_NAME = "CreateTime", "LogAppendTime"
@@ -35,17 +36,24 @@ TIMESTAMP_TYPES = (CREATE_TIME_NAME, LOG_APPEND_TIME_NAME)
 _V2_ATTRIBUTES = struct.Struct(">h")
 _U32 = struct.Struct(">I")
 _LEGACY_ATTRIBUTES_OFFSET = 17   # magic 0/1: i8 attributes after crc and magic
+_NO_BOUND = (1 << 63) - 1         # message.timestamp.difference.max.ms's default
 
 
 def timestamp_problem(buf, now_ms: int, max_difference_ms: int) -> str | None:
     """Why a CreateTime record set breaks ``message.timestamp.difference.max.ms``, or None.
-    Magic 0 entries have no timestamp and always pass."""
+    Magic 0 entries have no timestamp and always pass; without a bound (Kafka's default,
+    Long.MAX_VALUE) nothing is read."""
+    if max_difference_ms >= _NO_BOUND:
+        return None
     for entry in iter_entries(memoryview(buf)):
         if entry.magic == MAGIC_V0:
             continue
         stamps = (entry.max_timestamp,)
         if entry.magic == MAGIC_V2:
-            stamps = (struct.unpack_from(">q", buf, entry.position + 27)[0], entry.max_timestamp)
+            # Every record's, as Kafka's LogValidator checks: one between the first and the
+            # largest may be the one out of bounds.
+            stamps = (r.timestamp_ms for r in decode_records(memoryview(buf)[entry.position:entry.end],
+                                                             check_crc=False))
         for ts in stamps:
             if abs(ts - now_ms) > max_difference_ms:
                 return (f"timestamp {ts} of the entry at position {entry.position} is more than "

@@ -134,6 +134,48 @@ def test_zstd_from_produce_v7_only_and_our_client_round_trips_it(cluster):
     assert [r.headers for r in got] == [(("h", b"1"),)] + [(("n", b"%d" % i),) for i in range(10)]
 
 
+def test_a_topics_compression_type_decides_the_stored_codec(cluster):
+    """compression.type=zstd: kafka-python's plain batches are stored in zstd, a Fetch v9 is
+    refused them (UNSUPPORTED_COMPRESSION_TYPE), v10 gets them; gzip likewise, readable by all."""
+    from kafka_ha.client.cluster import ClusterMetadata
+    from kafka_ha.model import TopicPartition as TP
+    from kafka_ha.protocol.api import ApiKey
+    from kafka_ha.protocol.errors import ErrorCode
+    from kafka_ha.records.format import CODEC_MASK
+    from kafka_ha.records.reader import decode_records
+    from kafka_ha.records.shallow import iter_entries
+
+    create_topic(cluster, "stored-zstd", 1, 2, "--config", "compression.type=zstd")
+    create_topic(cluster, "stored-gzip", 1, 2, "--config", "compression.type=gzip")
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=15000)
+    for topic in ("stored-zstd", "stored-gzip"):
+        for i in range(5):
+            p.send(topic, value=b"c%d" % i, headers=HEADERS)
+    p.flush()
+    p.close()
+    codecs, answers = {}, {}
+    with ClusterMetadata(cluster.bootstrap_servers) as meta:
+        for topic in ("stored-zstd", "stored-gzip"):
+            leader = meta.refresh([topic]).leader_for(TP(topic, 0))
+            for version in (9, 10):
+                body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                        "forgotten_topics_data": [], "topics": [{"topic": topic, "partitions": [
+                            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+                entry = meta.request(leader, ApiKey.FETCH, version, body)["responses"][0]["partitions"][0]
+                records = entry["records"] or b""
+                answers[topic, version] = (entry["error_code"], len(list(decode_records(records))))
+                codecs[topic, version] = {e.attributes & CODEC_MASK for e in iter_entries(records)}
+    assert answers == {("stored-zstd", 9): (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, 0),
+                       ("stored-zstd", 10): (ErrorCode.NONE, 5),
+                       ("stored-gzip", 9): (ErrorCode.NONE, 5), ("stored-gzip", 10): (ErrorCode.NONE, 5)}
+    assert codecs[("stored-zstd", 10)] == {4} and codecs[("stored-gzip", 9)] == {1}
+    # kafka-python reads the rewritten batches with their headers intact.
+    assert [(r.value, r.headers) for r in read_all(cluster, "stored-gzip", 5)] == [
+        (b"c%d" % i, HEADERS) for i in range(5)]
+
+
 def test_offsets_for_times_and_dump_log_of_a_real_segment(cluster):
     import subprocess
     from pathlib import Path

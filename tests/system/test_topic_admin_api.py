@@ -195,3 +195,13 @@ def test_kafka_topics_sh_with_bootstrap_server(cluster):
     rc, out, _ = run_tool("kafka-topics.sh", "--bootstrap-server", cluster.bootstrap_servers,
                           "--zookeeper", cluster.connect_string, "--list")
     assert rc == 1 and "Only one of --bootstrap-server or --zookeeper" in out
+
+    # Last in the module: a dead broker's replicas stay listed (Metadata v1+), so describe
+    # shows the real replication factor and finds the partitions it leaves under-replicated.
+    cluster.kill(3)
+    expected = ("\tTopic: cli-a\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2\n"
+                "\tTopic: cli-a\tPartition: 2\tLeader: 1\tReplicas: 3,1\tIsr: 1\n")
+    cluster.wait_until(lambda: topics("--describe", "--topic", "cli-a", "--under-replicated-partitions")[:2]
+                       == (0, expected), timeout=60, message="describe never showed broker 3's partitions")
+    rc, out, _ = topics("--describe", "--topic", "cli-a")
+    assert rc == 0 and out.startswith("Topic:cli-a\tPartitionCount:4\tReplicationFactor:2\t"), out

@@ -1,5 +1,7 @@
 """The coordinator's handlers and offset expiry over a real catalog, with the broker's
 append path faked."""
+import types
+
 import gevent
 
 from kafka_ha.coordinator import offsets_records as rec
@@ -134,3 +136,36 @@ def test_a_group_whose_tombstones_were_not_written_lives_on(tmp_path):
     assert delete(c, GROUP) == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
     assert c.catalog.groups[GROUP].state.value == "Empty"
     assert c.catalog.offsets[GROUP][("t", 0)].offset == 5
+
+
+def test_offset_commit_v6_leader_epoch_comes_back_from_offset_fetch_v5(tmp_path):
+    """KIP-320: the committed leader epoch travels with the offset; v5 commits
+    carry no retention time (the broker's offsets.retention.minutes applies)."""
+    c, _ = coordinator(tmp_path, ErrorCode.NONE)
+    nothing_in_zookeeper = types.SimpleNamespace(fetch=lambda request, version: {"topics": []})
+    offsets = OffsetApis(CONFIG, c.catalog, nothing_in_zookeeper, lambda topic, partition: True)
+    committed = offsets.commit({"group_id": GROUP, "generation_id": -1, "member_id": "",
+                                "topics": [{"name": "t", "partitions": [
+                                    {"partition_index": 0, "committed_offset": 9,
+                                     "committed_leader_epoch": 4, "committed_metadata": "m"},
+                                    {"partition_index": 1, "committed_offset": 3,
+                                     "committed_leader_epoch": -1, "committed_metadata": None}]}]},
+                               6)
+    assert [p["error_code"] for p in committed["topics"][0]["partitions"]] == [0, 0]
+    fetched = offsets.fetch({"group_id": GROUP, "topics": [
+        {"name": "t", "partition_indexes": [0, 1, 2]}]}, 5)
+    assert [(p["committed_offset"], p["committed_leader_epoch"], p["metadata"])
+            for p in fetched["topics"][0]["partitions"]] == [(9, 4, "m"), (3, -1, ""), (-1, -1, "")]
+    value = c.catalog.offsets[GROUP][("t", 0)]
+    retention = CONFIG["offsets.retention.minutes"] * 60000
+    assert value.expire_timestamp - value.commit_timestamp == retention
+    # On the offsets topic: value v3 (with the epoch) where the commit named one, else v1.
+    records = dict(written(c.batches[-1]))
+    assert [data[:2] for data in records.values()] == [b"\x00\x03", b"\x00\x01"]
+    # A coordinator that loads them back has the epoch, and expires the v3 value
+    # (no expire timestamp of its own) at commit time + offsets.retention.minutes.
+    loaded = {(k.topic, k.partition): rec.decode_offset_value(v) for k, v in records.items()}
+    assert loaded[("t", 0)].leader_epoch == 4 and loaded[("t", 0)].expire_timestamp == -1
+    c.catalog.offsets[GROUP] = loaded
+    assert c.expire_offsets(value.commit_timestamp + retention - 1) == 0
+    assert c.expire_offsets(value.commit_timestamp + retention) == 2

@@ -76,3 +76,15 @@ def test_the_log_stamps_and_indexes_the_leaders_time(tmp_path, monkeypatch):
     with pytest.raises(InvalidTimestampError):
         strict.append_as_leader(build_v2_batch(RECS), 0)
     assert strict.log_end_offset == 0          # nothing was appended
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_create_time_bounds_check_every_record_not_only_the_first_and_largest(compression):
+    """Kafka's LogValidator checks each record: a record between the first and the largest
+    may be the one out of bounds (here 50, with the first 200 and the largest 300)."""
+    batch = build_v2_batch([Record(None, b"a", 200), Record(None, b"b", 50), Record(None, b"c", 300)],
+                           compression=compression)
+    assert "timestamp 50 " in timestamp_problem(batch, 250, 100)
+    assert timestamp_problem(batch, 250, 200) is None
+    # Without a bound (the default) nothing is read at all.
+    assert timestamp_problem(batch, 10**15, (1 << 63) - 1) is None

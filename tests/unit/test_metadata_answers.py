@@ -1,0 +1,46 @@
+"""What Metadata answers about a partition with a replica on a dead broker, per version, as
+Kafka 2.1's MetadataCache answers it: v0 lists live brokers only and flags the partition
+REPLICA_NOT_AVAILABLE; v1 and later list every assigned replica and ISR member (dead ones
+by id), so a client sees the replication factor and under-replication as they are."""
+import pytest
+
+from kafka_ha.broker.metadata_cache import MetadataCache
+from kafka_ha.model import PartitionStateInfo, TopicPartition
+from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.partition_states import to_wire
+
+TP = TopicPartition("t", 0)
+
+
+def cache(leader, isr, live=(1, 2)):
+    c = MetadataCache(1)
+    s = PartitionStateInfo(TP, 1, leader, 4, tuple(isr), 0, (1, 2, 3))
+    c.update({"controller_id": 1, "controller_epoch": 1, "partition_states": [to_wire(s)],
+              "live_brokers": [{"id": b, "host": "127.0.0.1", "port": 9090 + b} for b in live]}, 0, 1)
+    return c
+
+
+def answer(c, version):
+    partition = c.metadata_response(["t"], version)["topics"][0]["partitions"][0]
+    return (partition["error_code"], partition["leader_id"], partition["replica_nodes"],
+            partition["isr_nodes"], partition["offline_replicas"])
+
+
+@pytest.mark.parametrize("version", [1, 5, 7])
+def test_v1_and_later_list_every_replica_and_isr_member(version):
+    assert answer(cache(1, (1, 2, 3)), version) == (ErrorCode.NONE, 1, [1, 2, 3], [1, 2, 3], [3])
+    assert answer(cache(1, (1, 2)), version) == (ErrorCode.NONE, 1, [1, 2, 3], [1, 2], [3])
+
+
+def test_v0_lists_live_replicas_only_and_says_one_is_missing():
+    assert answer(cache(1, (1, 2, 3)), 0) == (ErrorCode.REPLICA_NOT_AVAILABLE, 1, [1, 2], [1, 2], [3])
+
+
+@pytest.mark.parametrize("version, replicas", [(0, [1, 2]), (1, [1, 2, 3])])
+def test_a_dead_leader_is_leader_not_available_with_no_isr(version, replicas):
+    assert answer(cache(3, (3,)), version) == (ErrorCode.LEADER_NOT_AVAILABLE, -1, replicas, [], [3])
+
+
+def test_all_live_is_the_same_at_every_version():
+    c = cache(2, (1, 2, 3), live=(1, 2, 3))
+    assert [answer(c, v) for v in (0, 1, 7)] == [(ErrorCode.NONE, 2, [1, 2, 3], [1, 2, 3], [])] * 3
