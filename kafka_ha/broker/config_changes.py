@@ -29,8 +29,13 @@ class ConfigChangeWatcher:
     notification names it."""
 
     def __init__(self, store: BrokerStore, on_topic_change: Callable[[str], None],
-                 on_broker_change: Callable[[str], None] = lambda _entity: None) -> None:
+                 on_broker_change: Callable[[str], None] = lambda _entity: None,
+                 on_watching: Callable[[], None] = lambda: None) -> None:
+        """``on_watching()`` runs once the first listing has set the watch: what was read
+        before it (the dynamic broker configs at start-up) is read again there, so a change
+        made in between is not lost among the notifications skipped as already read."""
         self.store = store
+        self._on_watching = on_watching
         self._on_topic_change = on_topic_change
         self._on_broker_change = on_broker_change
         self._seen: set[str] = set()
@@ -46,6 +51,8 @@ class ConfigChangeWatcher:
             try:
                 children = self.store.config_changes(watch=lambda _e: self._wakeup.set())
                 self._handle(children, first)
+                if first:
+                    self._on_watching()
                 first = False
             except (ZkError, OSError) as e:
                 log.warning("Config change watch failed (%s); retrying", error_text(e))

@@ -161,7 +161,8 @@ class KafkaServer:
                                           registration.register)
         self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed,
-                                                  self._broker_config_changed)
+                                                  self._broker_config_changed,
+                                                  self.dynamic_config.reload)
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _add_admin_apis(self) -> None:
