@@ -361,6 +361,11 @@ def test_racks_in_registration_metadata_and_assignment(env):
     with ClusterMetadata(env.cluster.bootstrap_servers, client_id="rack-test") as client:
         env.cluster.wait_until(lambda: {b: m.rack for b, m in client.refresh().brokers.items()} == RACKS,
                                timeout=30, message="Metadata does not carry the racks")
+    rc, out, err = run_tool("kafka-broker-api-versions.sh", "--bootstrap-server",
+                            env.cluster.bootstrap_servers)
+    assert rc == 0, err
+    for broker, rack in RACKS.items():
+        assert f":{env.cluster.port(broker)} (id: {broker} rack: {rack}) -> (" in out, out
     # Rack-aware: every partition has a replica on each rack; round robin over 1, 2, 3
     # would put partitions 0 and 3 on rack-a alone.
     assignment = create_topic(env.cluster, "racked", 6, 2)
