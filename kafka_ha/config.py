@@ -343,6 +343,11 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
 }
 
 
+# Topic configs whose default is no broker key's value (Kafka's LogConfig defaults).
+_TOPIC_ONLY_DEFAULTS = {"leader.replication.throttled.replicas": "",
+                        "follower.replication.throttled.replicas": ""}
+
+
 def validate_topic_config(overrides: dict[str, str]) -> dict[str, Any]:
     """Parse topic overrides; unknown names get Kafka's LogConfig message."""
     parsed = {}
@@ -365,7 +370,7 @@ def topic_setting(name: str, overrides: dict[str, str], broker: BrokerConfig) ->
             return parse(overrides[name])
         except ValueError:
             pass  # a bad override was already reported when the config was loaded
-    return broker[broker_key] if broker_key else None
+    return broker[broker_key] if broker_key else _TOPIC_ONLY_DEFAULTS.get(name)
 
 
 def broker_roll_ms(broker: BrokerConfig) -> tuple[int, int]:

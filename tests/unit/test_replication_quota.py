@@ -66,6 +66,10 @@ def test_the_topic_configs_are_validated_as_kafka_does():
     assert validate_topic_config({"leader.replication.throttled.replicas": "0:1, 1:2"})
     with pytest.raises(ConfigError, match="must be the literal"):
         validate_topic_config({"follower.replication.throttled.replicas": "0:a"})
+    from kafka_ha.broker.topic_configs import TopicConfigs
+    from kafka_ha.config import BrokerConfig
+    defaults = TopicConfigs(None, BrokerConfig({"broker.id": 1, "zookeeper.connect": "z"})).default_values()
+    assert defaults["leader.replication.throttled.replicas"] == "", "Kafka's default: no replica"
 
 
 def test_in_sync_replicas_and_unthrottled_partitions_are_never_held_back():
