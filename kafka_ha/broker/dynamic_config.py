@@ -30,7 +30,8 @@ class DynamicBrokerConfig:
         self.broker_id = static.broker_id
         self.leader_quota, self.follower_quota = leader_quota, follower_quota
         self._apply_levels = apply_levels
-        self._levels = static["logger.levels"]
+        self._levels = static["logger.levels"]        # the levels in force
+        self._file_levels = static["logger.levels"]   # the file's, as of the last SIGHUP
         self.values: dict[str, Any] = {}   # the dynamic values in force
 
     def concerns(self, entity: str) -> bool:
@@ -50,8 +51,16 @@ class DynamicBrokerConfig:
                       self.broker_id, name)
         self.apply(values)
 
+    def file_levels_changed(self, levels: tuple) -> None:
+        """SIGHUP re-read the file's ``logger.levels``: they apply unless a dynamic value
+        overrides them."""
+        self._file_levels = levels
+        self.apply(self.values)
+
     def apply(self, values: dict[str, Any]) -> None:
         def value(name: str) -> Any:
+            if name == "logger.levels":
+                return values.get(name, self._file_levels)
             return values.get(name, self.static[name])
         self.leader_quota.set_bound(value("leader.replication.throttled.rate"))
         self.follower_quota.set_bound(value("follower.replication.throttled.rate"))

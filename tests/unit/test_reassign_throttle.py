@@ -122,3 +122,9 @@ def test_the_broker_applies_and_lifts_dynamic_configs(caplog):
     dynamic.reload()
     assert (leader.bound, follower.bound) == (777, UNBOUNDED), "deleted: the file's values again"
     assert applied[-1] == ((), (("kafka.controller", "DEBUG"),))
+    dynamic.file_levels_changed((("kafka", "INFO"),))            # SIGHUP with new file levels
+    assert applied[-1] == ((("kafka", "INFO"),), ())
+    store.configs["<default>"] = {"logger.levels": "kafka=ERROR"}
+    dynamic.reload()
+    dynamic.file_levels_changed((("kafka", "DEBUG"),))           # the dynamic value still wins
+    assert applied[-1] == ((("kafka", "ERROR"),), (("kafka", "INFO"),))
