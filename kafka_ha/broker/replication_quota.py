@@ -22,7 +22,6 @@ Kafka's ReplicationQuotaManager, in pure form (the clock is injected):
 from __future__ import annotations
 
 import functools
-import time
 from typing import Callable
 
 from kafka_ha.config_values import _throttled_replicas
@@ -117,12 +116,11 @@ class ReplicationQuota:
     """
 
     def __init__(self, broker_id: int, throttled_value: Callable[[str], str], bound: int = UNBOUNDED,
-                 samples: int = 11, window_ms: int = 1000,
-                 clock_ms: Callable[[], float] | None = None) -> None:
+                 samples: int = 11, window_ms: int = 1000, *, clock_ms: Callable[[], float]) -> None:
         self.broker_id = broker_id
         self._throttled_value = throttled_value
         self.bound = bound
-        self._rate = SampledRate(samples, window_ms, clock_ms or (lambda: time.monotonic() * 1000))
+        self._rate = SampledRate(samples, window_ms, clock_ms)
 
     def set_bound(self, bytes_per_s: int) -> None:
         self.bound = bytes_per_s

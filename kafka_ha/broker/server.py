@@ -42,6 +42,7 @@ from kafka_ha.broker.replication_quota import ReplicationQuota
 from kafka_ha.broker.startup_retry import until_zookeeper_answers
 from kafka_ha.broker.topic_admin_apis import TopicAdminApis
 from kafka_ha.broker.topic_configs import TopicConfigs
+from kafka_ha.clock import monotonic_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
@@ -255,7 +256,8 @@ class KafkaServer:
         cfg, name = self.config, f"{side}.replication.throttled.replicas"
         return ReplicationQuota(self.broker_id, lambda topic: self.topic_configs.overrides(topic).get(name, ""),
                                 cfg[f"{side}.replication.throttled.rate"], cfg["replication.quota.window.num"],
-                                cfg["replication.quota.window.size.seconds"] * 1000)
+                                cfg["replication.quota.window.size.seconds"] * 1000,
+                                clock_ms=monotonic_ms)
 
     def _broker_config_changed(self, entity: str) -> None:
         if self.dynamic_config.concerns(entity):

@@ -99,8 +99,8 @@ class Store:
 def test_the_broker_applies_and_lifts_dynamic_configs(caplog):
     store = Store()
     static = BrokerConfig({"broker.id": 1, "zookeeper.connect": "zk", LEADER_RATE: "777"})
-    leader = ReplicationQuota(1, lambda t: "")
-    follower = ReplicationQuota(1, lambda t: "")
+    leader = ReplicationQuota(1, lambda t: "", clock_ms=lambda: 0)
+    follower = ReplicationQuota(1, lambda t: "", clock_ms=lambda: 0)
     applied = []
     dynamic = DynamicBrokerConfig(store, static, leader, follower,
                                   lambda levels, previous: applied.append((levels, previous)))
