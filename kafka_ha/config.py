@@ -26,7 +26,7 @@ from kafka_ha import java_properties
 from kafka_ha.config_kafka_keys import KAFKA_BROKER_KEYS
 from kafka_ha.config_values import (  # noqa: F401 (re-exported: callers import them from here)
     _LEVELS, ConfigError, _at_least, _bool, _cleanup_policy, _compression_type, _dirs, _float, _int,
-    _logger_levels, _ratio, _str, _timestamp_type)
+    _logger_levels, _ratio, _str, _throttled_replicas, _timestamp_type)
 from kafka_ha.records.format import LOG_OVERHEAD, V0_MIN_SIZE
 
 LONG_MAX = (1 << 63) - 1      # Kafka's "never" for its flush intervals
@@ -155,6 +155,19 @@ KEYS: tuple[Key, ...] = (
         "CreateTime keeps the producer's record timestamps, LogAppendTime stamps the leader's clock"),
     Key("log.message.timestamp.difference.max.ms", _int, LONG_MAX,
         "CreateTime: how far a record's timestamp may be from the leader's clock", 0),
+    Key("broker.rack", _str, None, "rack of this broker, registered in /brokers/ids/<id>; topic "
+        "creation and --generate then spread each partition's replicas over racks"),
+    # Kafka has these two only as dynamic broker configs (kafka-configs.sh --entity-type
+    # brokers); a value here is the start-up value until a dynamic one is set.
+    Key("leader.replication.throttled.rate", _int, LONG_MAX,
+        "bytes/s this broker as leader sends to throttled followers of throttled replicas "
+        "(leader.replication.throttled.replicas)", 0),
+    Key("follower.replication.throttled.rate", _int, LONG_MAX,
+        "bytes/s this broker as follower fetches for throttled replicas "
+        "(follower.replication.throttled.replicas)", 0),
+    Key("replication.quota.window.num", _int, 11, "samples the replication rate is measured over", 1),
+    Key("replication.quota.window.size.seconds", _int, 1,
+        "length of each replication rate sample", 1),
     Key("compression.type", _compression_type, "producer",
         "codec the leader stores batches in: producer keeps each producer's, uncompressed, gzip, "
         "snappy, lz4 or zstd rewrite batches sent in another codec"),
@@ -172,7 +185,16 @@ KEYS: tuple[Key, ...] = (
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 # Keys that change without a restart, and how; every other key is read at start-up.
-RELOADABLE = {"logger.levels": "re-read from the file on SIGHUP"}
+RELOADABLE = {
+    "logger.levels": "re-read from the file on SIGHUP; dynamic per broker or cluster-wide "
+                     "(/config/brokers)",
+    "leader.replication.throttled.rate": "dynamic per broker (/config/brokers/<id>)",
+    "follower.replication.throttled.rate": "dynamic per broker (/config/brokers/<id>)",
+}
+# Dynamic broker configs (KIP-226, /config/brokers): the throttle rates per broker only,
+# as Kafka reads them from the broker's own entity; the levels per broker or cluster-wide.
+PER_BROKER_ONLY = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+DYNAMIC_BROKER_KEYS = (*PER_BROKER_ONLY, "logger.levels")
 REQUIRED = ("broker.id", "zookeeper.connect")
 
 
@@ -315,7 +337,15 @@ TOPIC_CONFIG_DEFAULTS: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
     "message.timestamp.type": ("log.message.timestamp.type", _timestamp_type),
     "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms", _at_least(0)),
     "compression.type": ("compression.type", _compression_type),
+    # KIP-73: the replicas this topic's replication throttles apply to (replication_quota).
+    "leader.replication.throttled.replicas": (None, _throttled_replicas),
+    "follower.replication.throttled.replicas": (None, _throttled_replicas),
 }
+
+
+# Topic configs whose default is no broker key's value (Kafka's LogConfig defaults).
+_TOPIC_ONLY_DEFAULTS = {"leader.replication.throttled.replicas": "",
+                        "follower.replication.throttled.replicas": ""}
 
 
 def validate_topic_config(overrides: dict[str, str]) -> dict[str, Any]:
@@ -340,7 +370,7 @@ def topic_setting(name: str, overrides: dict[str, str], broker: BrokerConfig) ->
             return parse(overrides[name])
         except ValueError:
             pass  # a bad override was already reported when the config was loaded
-    return broker[broker_key] if broker_key else None
+    return broker[broker_key] if broker_key else _TOPIC_ONLY_DEFAULTS.get(name)
 
 
 def broker_roll_ms(broker: BrokerConfig) -> tuple[int, int]:

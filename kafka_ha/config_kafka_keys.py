@@ -4,7 +4,9 @@ documentation, 2.0-2.8, ZooKeeper mode), as data.
 A key listed here that config.KEYS does not implement is accepted with one
 warning naming it, so a Kafka ``server.properties`` starts a broker; a key in
 neither is a typo and an error.  Old 0.8-era names that 2.x still accepts
-(``port``, ``host.name`` ...) are included.
+(``port``, ``host.name`` ...) are included, and so are the two keys Kafka has only as
+dynamic broker configs (its DynamicConfig.Broker, set with kafka-configs.sh):
+``leader.replication.throttled.rate`` and ``follower.replication.throttled.rate``.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ delete.topic.enable fetch.max.bytes fetch.purgatory.purge.interval.requests
 group.initial.rebalance.delay.ms group.max.session.timeout.ms group.max.size
 group.min.session.timeout.ms host.name inter.broker.listener.name inter.broker.protocol.version
 kafka.metrics.polling.interval.secs kafka.metrics.reporters leader.imbalance.check.interval.seconds
-leader.imbalance.per.broker.percentage listener.security.protocol.map listeners log.cleaner.backoff.ms
+leader.imbalance.per.broker.percentage leader.replication.throttled.rate
+follower.replication.throttled.rate listener.security.protocol.map listeners log.cleaner.backoff.ms
 log.cleaner.dedupe.buffer.size log.cleaner.delete.retention.ms log.cleaner.enable
 log.cleaner.io.buffer.load.factor log.cleaner.io.buffer.size log.cleaner.io.max.bytes.per.second
 log.cleaner.max.compaction.lag.ms log.cleaner.min.cleanable.ratio log.cleaner.min.compaction.lag.ms

@@ -3,6 +3,7 @@ what a YAML or ``.properties`` file holds (a string, or an int/bool YAML already
 and returns the typed value, or raises ConfigError naming what is wrong."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 
@@ -122,3 +123,26 @@ def _logger_levels(value: Any) -> tuple[tuple[str, str], ...]:
                              f"got {name}={level}")
         out.append((str(name).strip(), level))
     return tuple(out)
+
+
+_REPLICA_LIST = re.compile(r"\d+:\d+(,\d+:\d+)*")
+
+
+def _throttled_replicas(value: Any) -> str:
+    """Kafka's ThrottledReplicaListValidator: ``*``, empty, or ``partition:broker`` pairs,
+    normalized without blanks.
+
+    >>> _throttled_replicas(" 0:1 , 1:2 "), _throttled_replicas("*")
+    ('0:1,1:2', '*')
+    >>> _throttled_replicas("0-1")
+    Traceback (most recent call last):
+    ...
+    ValueError: must be the literal '*' or a list of replicas in the following format: \
+[partitionId]:[brokerId],[partitionId]:[brokerId],...
+    """
+    text = _str(value).strip()
+    text = ",".join(item.strip() for item in text.split(",")) if text else ""
+    if text in ("", "*") or _REPLICA_LIST.fullmatch(text):
+        return text
+    raise ValueError("must be the literal '*' or a list of replicas in the following format: "
+                     "[partitionId]:[brokerId],[partitionId]:[brokerId],...")

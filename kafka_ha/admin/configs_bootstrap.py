@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from kafka_ha.client.cluster import ClusterMetadata
 from kafka_ha.protocol.api import ApiKey
-from kafka_ha.protocol.config_admin_api import TOPIC_CONFIG, TOPIC_RESOURCE
+from kafka_ha.protocol.config_admin_api import (
+    BROKER_RESOURCE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, TOPIC_CONFIG, TOPIC_RESOURCE)
 from kafka_ha.protocol.errors import ErrorCode
 
 DESCRIBE_CONFIGS_VERSION = 1      # the first with config_source
@@ -48,4 +49,39 @@ def alter_topic(cluster: ClusterMetadata, topic: str, configs: dict[str, str]) -
         "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic,
                        "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
         "validate_only": False})
+    _checked(response["responses"][0])
+
+
+def _resource_name(entity: str) -> str:
+    return "" if entity == "<default>" else entity   # the Admin API's name of the default
+
+
+def _send(cluster: ClusterMetadata, name: str, api_key: int, version: int, body: dict) -> dict:
+    """Kafka sends a broker's resource to that broker (only it describes itself), the
+    default's to any broker."""
+    if name == "":
+        return cluster.request_any(api_key, version, body)
+    if int(name) not in cluster.refresh().brokers:
+        raise BootstrapConfigError(f"Broker {name} is not alive")
+    return cluster.request(int(name), api_key, version, body)
+
+
+def broker_overrides(cluster: ClusterMetadata, entity: str) -> dict[str, str]:
+    """A broker's (or the default's, ``<default>``) own dynamic configs, as described."""
+    name = _resource_name(entity)
+    source = DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" else DYNAMIC_BROKER_CONFIG
+    request = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name,
+                              "configuration_keys": None}], "include_synonyms": False}
+    # Kafka sends a broker's resource to that broker: only it describes itself.
+    response = _send(cluster, name, ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, request)
+    result = _checked(response["results"][0])
+    return {c["name"]: c["value"] for c in result["configs"] if c["config_source"] == source}
+
+
+def alter_broker(cluster: ClusterMetadata, entity: str, configs: dict[str, str]) -> None:
+    name = _resource_name(entity)
+    request = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name,
+                              "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+               "validate_only": False}
+    response = _send(cluster, name, ApiKey.ALTER_CONFIGS, ALTER_CONFIGS_VERSION, request)
     _checked(response["responses"][0])

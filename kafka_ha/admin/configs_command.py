@@ -6,8 +6,11 @@ With ``--zookeeper`` it talks only to ZooKeeper: ``--alter`` rewrites ``/config/
 brokers re-read the topic's config.  With ``--bootstrap-server`` (Kafka 2.2+) it
 asks a broker instead (DescribeConfigs, AlterConfigs: :mod:`.configs_bootstrap`),
 which applies the change through the same code.  Messages are the 0.10.1+ ones
-(Kafka's ConfigCommand).  Only ``--entity-type topics`` is supported: this
-project has no client, user or broker dynamic configs.
+(Kafka's ConfigCommand).  ``--entity-type topics`` and ``brokers`` are supported
+(no client or user quotas here): a broker entity is ``--entity-name <id>`` or
+``--entity-default``, stored in ``/config/brokers/<id>|<default>`` (KIP-226) and
+announced with a ``brokers/...`` notification; only the dynamic broker keys
+(the replication throttle rates and logger.levels) are accepted.
 
 Differences from Kafka: errors print ``Error while executing config command
 : <msg>`` (like our kafka-topics.sh) and exit 1, and describing a topic that
@@ -19,8 +22,9 @@ import argparse
 import re
 import sys
 
+from kafka_ha.admin.broker_config_changes import DEFAULT, change_broker_config
 from kafka_ha.admin.configs_bootstrap import (
-    BootstrapConfigError, all_topics, alter_topic, topic_overrides)
+    BootstrapConfigError, all_topics, alter_broker, alter_topic, broker_overrides, topic_overrides)
 from kafka_ha.admin.cli import ZK_UNAVAILABLE, add_zookeeper_argument, error_message, usage_error
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.admin.topic_config_changes import TopicConfigError, change_topic_config, require_topic
@@ -108,7 +112,35 @@ def altered_config(current: dict[str, str], added: dict[str, str], deleted: list
     return configs
 
 
+def entity_label(entity_type: str, name: str) -> str:
+    """Kafka's ConfigEntity text.
+
+    >>> entity_label("brokers", "1"), entity_label("brokers", "<default>")
+    ("broker '1'", 'default broker')
+    """
+    kind = entity_type[:-1]
+    return f"default {kind}" if name == DEFAULT else f"{kind} '{name}'"
+
+
+def _broker_entities(args: argparse.Namespace) -> list[str] | None:
+    if args.entity_type[0] != "brokers":
+        return None
+    if args.entity_default:
+        return [DEFAULT]
+    return [args.entity_name] if args.entity_name is not None else []
+
+
+def _broker_line(name: str, configs: dict[str, str]) -> str:
+    return (f"Configs for {entity_label('brokers', name)} are "
+            + ",".join(f"{k}={v}" for k, v in configs.items()))
+
+
 def describe(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
+    brokers = _broker_entities(args)
+    if brokers is not None:
+        for name in brokers or admin.store.brokers_with_config():
+            print(_broker_line(name, admin.store.broker_config(name)), file=out)
+        return
     if args.entity_name is not None:
         require_topic(admin, args.entity_name)
         topics = [args.entity_name]
@@ -127,12 +159,22 @@ def _changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
 
 def alter(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
     added, deleted = _changes(args)
+    brokers = _broker_entities(args)
+    if brokers is not None:
+        change_broker_config(admin, brokers[0], lambda current: altered_config(current, added, deleted))
+        print(f"Completed Updating config for entity: {entity_label('brokers', brokers[0])}.", file=out)
+        return
     topic = args.entity_name
     change_topic_config(admin, topic, lambda current: altered_config(current, added, deleted))
     print(f"Completed Updating config for entity: topic '{topic}'.", file=out)
 
 
 def describe_through_broker(cluster: ClusterMetadata, args: argparse.Namespace, out) -> None:
+    brokers = _broker_entities(args)
+    if brokers is not None:
+        for name in brokers or [str(b) for b in sorted(cluster.refresh().brokers)]:
+            print(_broker_line(name, broker_overrides(cluster, name)), file=out)
+        return
     topics = [args.entity_name] if args.entity_name is not None else all_topics(cluster)
     for topic in topics:
         print(describe_line(topic, topic_overrides(cluster, topic)), file=out)
@@ -140,6 +182,12 @@ def describe_through_broker(cluster: ClusterMetadata, args: argparse.Namespace, 
 
 def alter_through_broker(cluster: ClusterMetadata, args: argparse.Namespace, out) -> None:
     added, deleted = _changes(args)
+    brokers = _broker_entities(args)
+    if brokers is not None:
+        name = brokers[0]
+        alter_broker(cluster, name, altered_config(broker_overrides(cluster, name), added, deleted))
+        print(f"Completed updating config for {entity_label('brokers', name)}.", file=out)
+        return
     topic = args.entity_name
     alter_topic(cluster, topic, altered_config(topic_overrides(cluster, topic), added, deleted))
     print(f"Completed updating config for topic {topic}.", file=out)
@@ -153,8 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--entity-type", action="append", default=[],
-                   help="Type of entity; only 'topics' is supported")
-    p.add_argument("--entity-name", help="Name of entity (topic name)")
+                   help="Type of entity: 'topics' or 'brokers'")
+    p.add_argument("--entity-name", help="Name of entity (topic name or broker id)")
+    p.add_argument("--entity-default", action="store_true",
+                   help="Default entity name for brokers (applies to every broker)")
     p.add_argument("--add-config", action="append", default=[],
                    help="Key Value pairs of configs to add. Square brackets can be used to group "
                         "values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
@@ -181,14 +231,20 @@ def _check_args(args: argparse.Namespace) -> str | None:
         if entity_type not in KAFKA_ENTITY_TYPES:
             return (f"Invalid entity-type {entity_type}, --entity-type must be one of "
                     f"List({', '.join(KAFKA_ENTITY_TYPES)})")
-        if entity_type != "topics":
+        if entity_type not in ("topics", "brokers"):
             return (f"Unsupported entity-type {entity_type}: kafka-ha keeps configs for topics "
-                    f"only (--entity-type topics)")
+                    f"and brokers only")
     if len(args.entity_type) > 1:
         return "Only one --entity-type may be specified"
+    kind = args.entity_type[0]
+    if args.entity_default and (kind != "brokers" or args.entity_name is not None):
+        return ("--entity-default is for --entity-type brokers, without --entity-name"
+                if kind == "brokers" else "--entity-default is not supported for topics")
+    if kind == "brokers" and args.entity_name is not None and not args.entity_name.isdigit():
+        return f"The entity name for brokers must be a valid integer broker id, found: {args.entity_name}"
     if args.alter:
-        if args.entity_name is None:
-            return "--entity-name must be specified with --alter of topics"
+        if args.entity_name is None and not args.entity_default:
+            return f"--entity-name or --entity-default must be specified with --alter of {kind}"
         if not args.add_config and not args.delete_config:
             return "At least one of --add-config or --delete-config must be specified with --alter"
     return None

@@ -2,8 +2,8 @@
 
 ``--execute`` sends AlterPartitionReassignments; ``--verify`` reads the
 reassignments in progress from ListPartitionReassignments (the target of each
-is its replicas without the ones being removed).  Cancelling is not offered:
-this controller's reassignments cannot revert (docs/design.md).
+is its replicas without the ones being removed).  ``--cancel`` sends
+AlterPartitionReassignments with a null target (KIP-455).
 """
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ __all__ = ["ControllerClient", "alter", "in_progress"]
 TIMEOUT_MS = 30_000
 
 
-def alter(client: ControllerClient, targets: Mapping[TopicPartition, Sequence[int]]
+def alter(client: ControllerClient, targets: Mapping[TopicPartition, Sequence[int] | None]
           ) -> list[tuple[TopicPartition, int, str | None]]:
-    """Ask the controller to move ``targets``; (partition, error code, message) for each."""
+    """Ask the controller to move ``targets`` (None: cancel); (partition, error code, message)
+    for each."""
     topics = [{"name": topic, "partitions": [
-        {"partition_index": tp.partition, "replicas": list(replicas)}
+        {"partition_index": tp.partition, "replicas": None if replicas is None else list(replicas)}
         for tp, replicas in targets.items() if tp.topic == topic]}
         for topic in dict.fromkeys(tp.topic for tp in targets)]
     answer = client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,

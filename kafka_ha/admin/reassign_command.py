@@ -1,5 +1,8 @@
 """``kafka-reassign-partitions.sh``: generate, start and verify partition reassignments.
 
+``--throttle``, ``--verify``'s removal of it and ``--cancel`` (KIP-455, with
+``--bootstrap-server`` only, as in Kafka) are in :mod:`.reassign_throttle`.
+
 Like Kafka's ReassignPartitionsCommand (0.8.2) it talks to ZooKeeper (with
 ``--bootstrap-server`` instead, to the controller: see ``bootstrap_action``):
 ``--execute`` writes ``/admin/reassign_partitions`` and the controller moves
@@ -32,6 +35,8 @@ from kafka_ha.admin.cli import (ZK_UNAVAILABLE, add_wait_arguments, add_zookeepe
                                usage_error)
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.reassign_bootstrap import ControllerClient, alter, in_progress
+from kafka_ha.admin.reassign_throttle import (
+    WARNING, BootstrapTarget, ZkTarget, apply_throttle, involved_brokers, remove_throttle, set_rates)
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.client.errors import KafkaError
 from kafka_ha.protocol.errors import error_name
@@ -40,7 +45,7 @@ from kafka_ha.zk.admin_znodes import duplicates
 from kafka_ha.zk.errors import ZkNodeExists, ZkNoNode
 from kafka_ha.zk.znodes import to_json_bytes
 
-ACTIONS = ("generate", "execute", "verify")
+ACTIONS = ("generate", "execute", "verify", "cancel")
 POLL_INTERVAL_S = 0.2
 
 COMPLETED = "completed"
@@ -133,8 +138,9 @@ def current_assignment(admin: ZkAdmin, topics: Iterable[str]) -> dict[TopicParti
     return out
 
 
-def generate(current: Mapping[TopicPartition, Replicas], brokers: list[int], out) -> None:
-    """Print the current assignment of the topics and a round-robin one over ``brokers``."""
+def generate(current: Mapping[TopicPartition, Replicas], brokers, out) -> None:
+    """Print the current assignment of the topics and a round-robin one over ``brokers``
+    (a list of ids, or ids with their racks: then rack-aware, as Kafka's)."""
     proposed: dict[TopicPartition, Replicas] = {}
     for topic in dict.fromkeys(tp.topic for tp in current):
         partitions = sorted(tp.partition for tp in current if tp.topic == topic)
@@ -146,7 +152,10 @@ def generate(current: Mapping[TopicPartition, Replicas], brokers: list[int], out
           file=out)
 
 
-def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err) -> None:
+def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err,
+            throttle: int = -1) -> None:
+    if throttle >= 0:
+        print(WARNING, file=out)
     topics = [tp.topic for tp in requested]
     current = current_assignment(admin, topics)
     print(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
@@ -161,6 +170,14 @@ def execute(admin: ZkAdmin, requested: dict[TopicPartition, Replicas], out, err)
             print(f"Skipping reassignment of partition {tp} since topic {tp.topic} doesn't exist",
                   file=err)
     if valid:
+        if throttle >= 0 and admin.store.reassignment() is not None:
+            # Kafka's way to change the rate of a move under way: execute again.
+            print("There is an existing assignment running.", file=out)
+            set_rates(ZkTarget(admin), involved_brokers(current, valid), throttle)
+            print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
+            return
+        if throttle >= 0:
+            apply_throttle(ZkTarget(admin), current, valid, throttle, out)
         try:
             admin.store.create_reassignment(valid)
         except ZkNodeExists:
@@ -183,9 +200,10 @@ def _in_progress_message(admin: ZkAdmin) -> str:
 def verify(read_pending: Callable[[], Mapping[TopicPartition, Replicas] | None],
            read_assigned: Callable[[list[str]], Mapping[TopicPartition, Replicas]],
            requested: dict[TopicPartition, Replicas], wait: bool,
-           timeout_s: float | None, out, err) -> int:
+           timeout_s: float | None, out, err, when_done: Callable[[], object] | None = None) -> int:
     """``read_pending()``: the reassignments in progress (ZooKeeper's request or the
-    controller's list); ``read_assigned(topics)``: those topics' current replicas."""
+    controller's list); ``read_assigned(topics)``: those topics' current replicas;
+    ``when_done()`` runs once none is in progress (the throttle's removal)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     last_done = None
     while True:
@@ -211,6 +229,8 @@ def verify(read_pending: Callable[[], Mapping[TopicPartition, Replicas] | None],
         time.sleep(POLL_INTERVAL_S)
     for line in verify_report(requested, statuses, assigned):
         print(line, file=out)
+    if when_done is not None and all(s != IN_PROGRESS for _, s in statuses):
+        when_done()
     if wait and any(s != COMPLETED for _, s in statuses):
         return 1
     return 0
@@ -244,6 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
                         'specified topics, e.g. {"topics":[{"topic":"foo"}],"version":1}')
     p.add_argument("--broker-list", help='The list of brokers to which the partitions need to '
                                          'be reassigned, in the form "0,1,2".')
+    p.add_argument("--cancel", action="store_true",
+                   help="Cancel the reassignments of the partitions in --reassignment-json-file "
+                        "(needs --bootstrap-server); their throttles go too unless "
+                        "--preserve-throttles.")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="With --cancel: keep the throttle configs.")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="With --execute: the replication rate limit (bytes/s) of the brokers "
+                        "involved while the partitions move; --verify removes it when done.")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="With --generate: ignore the brokers' racks.")
     add_wait_arguments(p, "With --verify: poll until no partition is in progress; exit 0 if all "
                         "completed successfully, else 1. Progress goes to stderr.")
     return p
@@ -274,6 +305,10 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         return usage_error(parser, "If --verify option is used, command must include "
                                     "--reassignment-json-file that was used during the "
                                     "--execute option", out)
+    if action == "cancel" and not (args.bootstrap_server and args.reassignment_json_file):
+        return usage_error(parser, "--cancel needs --bootstrap-server and --reassignment-json-file", out)
+    if args.throttle >= 0 and action != "execute":
+        return usage_error(parser, "--throttle can only be used with --execute", out)
     if args.wait and action != "verify":
         return usage_error(parser, "--wait can only be used with --verify", out)
     if args.timeout is not None and args.timeout < 0:
@@ -295,15 +330,17 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
                          else dict(entries))
         if args.bootstrap_server:
             return bootstrap_action(args.bootstrap_server, action, requested if action != "generate"
-                                    else (brokers, topics), args.wait, args.timeout, out, err)
+                                    else (brokers, topics), args.wait, args.timeout, out, err, args)
         with ZkAdmin(args.zookeeper) as admin:
             if action == "generate":
-                generate(current_assignment(admin, topics), brokers, out)
+                racks = {} if args.disable_rack_aware else admin.store.live_broker_racks()
+                generate(current_assignment(admin, topics), with_racks(brokers, racks), out)
             elif action == "execute":
-                execute(admin, requested, out, err)
+                execute(admin, requested, out, err, args.throttle)
             else:
                 return verify(admin.store.reassignment, lambda t: current_assignment(admin, t),
-                              requested, args.wait, args.timeout, out, err)
+                              requested, args.wait, args.timeout, out, err,
+                              lambda: remove_throttle(ZkTarget(admin), [tp.topic for tp in requested], out))
     except (ReassignCommandError, AdminOperationError, ValueError, ZkNoNode, KafkaError,
             *ZK_UNAVAILABLE) as e:
         print(f"Partitions reassignment failed due to {error_message(e)}", file=out)
@@ -311,18 +348,53 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     return 0
 
 
+def with_racks(brokers: list[int], racks: Mapping[int, str | None]):
+    """The ``--broker-list`` with each broker's rack, when the brokers have racks.
+
+    >>> with_racks([1, 2], {}), with_racks([1, 2], {1: "a", 2: "b", 3: "c"})
+    ([1, 2], {1: 'a', 2: 'b'})
+    """
+    if not any(racks.get(b) for b in brokers):
+        return brokers
+    return {b: racks.get(b) for b in brokers}
+
+
+def cancel(client: ControllerClient, request: Mapping[TopicPartition, Replicas], preserve: bool,
+           out) -> int:
+    """KIP-455's ``--cancel``: a null target for each partition, then the throttles go."""
+    results = alter(client, {tp: None for tp in request})
+    done = [f"{tp.topic}-{tp.partition}" for tp, code, _ in results if not code]
+    if done:
+        print(f"Successfully cancelled partition reassignment(s) for: {','.join(done)}", file=out)
+    for tp, code, message in results:
+        if code:
+            print(f"Error cancelling partition reassignment for {tp.topic}-{tp.partition}: "
+                  f"{error_name(code)}" + (f": {message}" if message else ""), file=out)
+    if not preserve:
+        remove_throttle(BootstrapTarget(client.cluster), [tp.topic for tp in request], out)
+    return 1 if len(done) < len(results) else 0
+
+
 def bootstrap_action(bootstrap: str, action: str, request, wait: bool, timeout_s: float | None,
-                     out, err) -> int:
-    """--generate/--execute/--verify over the protocol: Metadata for the current
+                     out, err, args: argparse.Namespace) -> int:
+    """--generate/--execute/--verify/--cancel over the protocol: Metadata for the current
     assignment, Alter/ListPartitionReassignments to the controller."""
     with ControllerClient(bootstrap) as client:
         if action == "generate":
             brokers, topics = request
-            generate(client.assignments(topics), brokers, out)
+            racks = {} if args.disable_rack_aware else {
+                b: m.rack for b, m in client.cluster.refresh().brokers.items()}
+            generate(client.assignments(topics), with_racks(brokers, racks), out)
             return 0
         if action == "verify":
             return verify(lambda: in_progress(client), client.assignments,
-                          request, wait, timeout_s, out, err)
+                          request, wait, timeout_s, out, err,
+                          lambda: remove_throttle(BootstrapTarget(client.cluster),
+                                                  [tp.topic for tp in request], out))
+        if action == "cancel":
+            return cancel(client, request, args.preserve_throttles, out)
+        if args.throttle >= 0:
+            print(WARNING, file=out)
         current = client.assignments(list(dict.fromkeys(tp.topic for tp in request)))
         print(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
               f"Save this to use as the --reassignment-json-file option during rollback", file=out)
@@ -334,6 +406,8 @@ def bootstrap_action(bootstrap: str, action: str, request, wait: bool, timeout_s
                 print(f"Skipping reassignment of partition {tp} since it doesn't exist", file=err)
         if not valid:
             raise ReassignCommandError("none of the partitions exists")
+        if args.throttle >= 0:
+            apply_throttle(BootstrapTarget(client.cluster), current, valid, args.throttle, out)
         failed = [(tp, code, message) for tp, code, message in alter(client, valid) if code]
         started = [f"{tp.topic}-{tp.partition}" for tp in valid
                    if tp not in {f[0] for f in failed}]

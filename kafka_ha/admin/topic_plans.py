@@ -73,7 +73,8 @@ topic's assignment znode holds (at most 100000)
     if assignment is not None:
         validate_assignment(assignment, 0, known_brokers)
         return dict(assignment)
-    return assign_replicas(list(brokers), partitions if partitions is not None else 0,
+    return assign_replicas(brokers if isinstance(brokers, Mapping) else list(brokers),
+                           partitions if partitions is not None else 0,
                            replication_factor if replication_factor is not None else 0)
 
 
@@ -111,7 +112,8 @@ def plan_added_partitions(current: TopicAssignment, count: int,
                                 f"topic {current.topic} has {existing} partitions, {count} requested")
     rf = len(current.partitions[min(current.partitions)])
     if assignment is None:
-        return assign_replicas(list(brokers), count - existing, rf, existing)
+        return assign_replicas(brokers if isinstance(brokers, Mapping) else list(brokers),
+                               count - existing, rf, existing)
     if len(assignment) != count - existing:
         raise InvalidReplicaAssignment(f"Increasing the number of partitions by {count - existing} "
                                        f"but {len(assignment)} assignments provided.")

@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topics-with-overrides", action="store_true")
     p.add_argument("--if-exists", action="store_true")
     p.add_argument("--if-not-exists", action="store_true")
+    p.add_argument("--disable-rack-aware", action="store_true",
+                   help="Disable rack aware replica assignment")
     return p
 
 
@@ -83,7 +85,7 @@ def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
         raise TopicCommandError('Missing required argument "[partitions]"')
     elif args.replication_factor is None:
         raise TopicCommandError('Missing required argument "[replication-factor]"')
-    brokers = [] if assignment else admin.store.live_broker_ids()
+    brokers = [] if assignment else _brokers_for_assignment(admin, args)
     replicas = plan_new_topic(args.topic, args.partitions, args.replication_factor, assignment,
                               brokers)
     try:
@@ -93,6 +95,14 @@ def create(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
             return
         raise TopicCommandError(f'Topic "{args.topic}" already exists.') from None
     print(f'Created topic "{args.topic}".', file=out)
+
+
+def _brokers_for_assignment(admin: ZkAdmin, args: argparse.Namespace):
+    """The live brokers with their racks (rack-aware assignment), or only their ids with
+    ``--disable-rack-aware``."""
+    if getattr(args, "disable_rack_aware", False):
+        return admin.store.live_broker_ids()
+    return admin.store.live_broker_racks()
 
 
 def list_topics(admin: ZkAdmin, args: argparse.Namespace, out) -> None:
@@ -166,7 +176,7 @@ def add_partitions(admin: ZkAdmin, topic: str, args: argparse.Namespace, out) ->
     if args.replica_assignment:
         listed = list(parse_replica_assignment(args.replica_assignment,
                                                first_partition=existing).values())
-    new = plan_added_partitions(assignment, args.partitions, listed, admin.store.live_broker_ids())
+    new = plan_added_partitions(assignment, args.partitions, listed, _brokers_for_assignment(admin, args))
     try:
         admin.add_partitions(assignment, new)  # at the version read: a concurrent change wins
     except ZkBadVersion:

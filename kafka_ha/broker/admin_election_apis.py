@@ -11,10 +11,11 @@ as it handles theirs:
   replicas lead.  Unclean elections (election_type 1) are refused with
   INVALID_REQUEST: the controller has no forced-unclean election to run.
 - AlterPartitionReassignments merges its targets into
-  ``/admin/reassign_partitions``.  Cancelling (null replicas) cannot revert a
-  reassignment under this controller's 0.8-era algorithm, which writes the
-  union of old and new replicas when it starts: a cancel answers
-  REASSIGNMENT_IN_PROGRESS (NO_REASSIGNMENT_IN_PROGRESS when nothing moves).
+  ``/admin/reassign_partitions``.  Cancelling (null replicas, KIP-455) writes the
+  partition's replicas from before the move as its new target, which the
+  controller takes as a cancel (controller/reassignment.py): the added replicas are
+  stopped and deleted, and the partition is back where it was
+  (NO_REASSIGNMENT_IN_PROGRESS when nothing moves).
 - ListPartitionReassignments reports the controller's reassignments plus those
   still waiting in the znode, with Kafka's replicas/adding/removing lists.
 
@@ -74,9 +75,7 @@ def reassignment_outcome(ctx: ControllerContext, pending: dict[TopicPartition, t
     if replicas is None:
         if moving_to is None:
             return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of this partition to cancel"
-        return (ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                f"cannot cancel the reassignment to {list(moving_to)}: this controller's "
-                "reassignment cannot revert; wait for it to complete, then reassign back")
+        return None   # a cancel: cancel_target says what to write
     target = tuple(replicas)
     if not target or len(set(target)) != len(target) or min(target) < 0:
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica list is empty, repeats a broker or has a negative id"
@@ -91,6 +90,14 @@ def reassignment_outcome(ctx: ControllerContext, pending: dict[TopicPartition, t
     if target == ctx.assignments[tp]:
         return ErrorCode.NONE, None   # nothing to move: done at once, as in Kafka
     return None
+
+
+def cancel_target(ctx: ControllerContext, tp: TopicPartition) -> tuple[int, ...]:
+    """What a cancel writes as the partition's target: its replicas from when the controller
+    took the reassignment up; a request still waiting in the znode moved nothing yet."""
+    if tp in ctx.reassignments:
+        return ctx.reassignment_origins.get(tp, ctx.assignments[tp])
+    return ctx.assignments[tp]
 
 
 def listed_reassignment(ctx: ControllerContext, tp: TopicPartition,
@@ -226,7 +233,7 @@ class AdminElectionApis:
                 replicas = partition["replicas"]
                 outcome = reassignment_outcome(ctx, pending, tp, replicas)
                 if outcome is None:
-                    to_write[tp] = tuple(replicas)
+                    to_write[tp] = tuple(replicas) if replicas is not None else cancel_target(ctx, tp)
                     outcome = (ErrorCode.NONE, None)
                 outcomes[tp] = outcome
         if to_write:

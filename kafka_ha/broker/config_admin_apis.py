@@ -8,9 +8,12 @@ the path of ``kafka-configs.sh --zookeeper``: the same validation, the same
 ``/config/topics/<t>`` write and ``/config/changes`` notification, after which
 every broker re-reads the topic's config.
 
-Broker resources: describe lists this broker's static configuration, all
-read-only; altering one is refused with INVALID_REQUEST, as Kafka refuses a
-config it cannot update dynamically (this broker has no dynamic configs).
+Broker resources (KIP-226): describe lists this broker's configuration, its
+dynamic values from ``/config/brokers/<id>`` and ``<default>`` over the static
+ones; altering one (name "" is the cluster-wide default) goes through
+:func:`kafka_ha.admin.broker_config_changes.change_broker_config`, the path of
+``kafka-configs.sh --entity-type brokers --zookeeper``; a key that is not dynamic
+is refused with INVALID_REQUEST, as Kafka refuses it.
 Each resource is answered on its own: one resource's error never fails the
 others, and an unexpected one (ZooKeeper gone) becomes UNKNOWN_SERVER_ERROR.
 """
@@ -19,11 +22,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from kafka_ha.admin.broker_config_changes import DEFAULT, change_broker_config
 from kafka_ha.admin.topic_config_changes import (
     TopicConfigError, change_topic_config, incremental_config, replaced_config, require_topic)
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_descriptions import (
-    broker_config_entries, broker_values, render, topic_config_entries)
+    broker_config_entries, broker_values, default_broker_entries, render, topic_config_entries)
 from kafka_ha.broker.topic_configs import TopicConfigs
 from kafka_ha.config import KEYS, TOPIC_CONFIG_DEFAULTS
 from kafka_ha.protocol.config_admin_api import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -72,11 +76,13 @@ class ConfigAdminApis:
                                         broker_values(self.topic_configs.broker), _TOPIC_NAMES,
                                         include_synonyms)
         if kind == BROKER_RESOURCE:
+            default = self.admin.store.broker_config(DEFAULT)
             if name == "":
-                return []     # the cluster-wide dynamic defaults: there are none here
+                return default_broker_entries(default)   # the cluster-wide dynamic defaults
             self._check_broker(name)
             return broker_config_entries(broker_values(self.topic_configs.broker), _BROKER_NAMES,
-                                         include_synonyms)
+                                         include_synonyms, self.admin.store.broker_config(name),
+                                         default)
         raise TopicConfigError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
     def _check_broker(self, name: str) -> None:
@@ -117,12 +123,7 @@ class ConfigAdminApis:
                 elif kind == BROKER_RESOURCE:
                     if name != "":
                         self._check_broker(name)
-                    names = ", ".join(sorted(c["name"] for c in resource["configs"]))
-                    raise TopicConfigError(
-                        ErrorCode.INVALID_REQUEST,
-                        f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
-                        f"Cannot update these configs dynamically: {names} (kafka-ha has no dynamic "
-                        f"broker configs: change the broker's file and restart it)")
+                    change_broker_config(self.admin, name, change_of(resource), request["validate_only"])
                 else:
                     raise TopicConfigError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
             except TopicConfigError as e:
@@ -131,7 +132,8 @@ class ConfigAdminApis:
                 log.exception("Altering the configs of %s %r failed", kind, name)
                 error, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
             if error == ErrorCode.NONE and not request["validate_only"]:
-                log.info("Changed the config of topic %s", name)
+                log.info("Changed the config of %s %s", "topic" if kind == TOPIC_RESOURCE else "broker",
+                         name or DEFAULT)
             responses.append({"error_code": error, "error_message": message,
                               "resource_type": kind, "resource_name": name})
         return {"throttle_time_ms": 0, "responses": responses}

@@ -6,7 +6,10 @@ A topic config's value is its override in ``/config/topics/<t>`` if it has one
 STATIC_BROKER_CONFIG when the broker's file sets it, DEFAULT_CONFIG when not.
 The synonyms are those candidates in that order of precedence, each with its own
 value (``log.retention.hours`` says 168, not the 604800000 of ``retention.ms``).
-Broker configs are all read-only: there are no dynamic broker configs here.
+A broker config's value is its dynamic one (KIP-226) if it has one: from
+``/config/brokers/<id>`` (DYNAMIC_BROKER_CONFIG), else ``/config/brokers/<default>``
+(DYNAMIC_DEFAULT_BROKER_CONFIG), then the file and the default.  Only the
+dynamic keys (config.DYNAMIC_BROKER_KEYS) are not read-only.
 
 >>> entries = topic_config_entries({"retention.ms": "1000"}, {"retention.ms": 604800000},
 ...                                {"log.retention.hours": (168, False)}, ["retention.ms"], True)
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kafka_ha.config import KEYS, TOPIC_CONFIG_DEFAULTS, BrokerConfig
-from kafka_ha.protocol.config_admin_api import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG
+from kafka_ha.config import DYNAMIC_BROKER_KEYS, KEYS, TOPIC_CONFIG_DEFAULTS, BrokerConfig
+from kafka_ha.protocol.config_admin_api import (
+    DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+    TOPIC_CONFIG)
 
 # The broker keys a topic config's default comes from, in precedence order (Kafka's
 # LogConfig.TopicConfigSynonyms with KafkaConfig's ms/minutes/hours fallbacks, as far
@@ -40,6 +45,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
     "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
 }
 _KEY_DEFAULTS = {key.name: key.default for key in KEYS}
+_PER_BROKER = DYNAMIC_BROKER_KEYS[:2]   # the throttle rates: never from <default>
 
 
 def topic_config_synonyms(name: str) -> tuple[str, ...]:
@@ -116,12 +122,40 @@ def broker_values(config: BrokerConfig) -> dict[str, tuple[Any, bool]]:
 
 
 def broker_config_entries(values: dict[str, tuple[Any, bool]], names: Iterable[str],
-                          include_synonyms: bool) -> list[dict[str, Any]]:
-    """This broker's static configuration, read-only (nothing here changes it at run time).
+                          include_synonyms: bool, own: dict[str, str] | None = None,
+                          default: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """This broker's configuration: the dynamic values (``own``: its ``/config/brokers/<id>``,
+    ``default``: ``<default>``) over the static ones; only dynamic keys are writable.
 
     >>> [(e["name"], e["value"], e["config_source"]) for e in broker_config_entries(
     ...     {"broker.id": (3, True), "port": (9092, False)}, ["broker.id", "port"], False)]
     [('broker.id', '3', 4), ('port', '9092', 5)]
+    >>> e = broker_config_entries({"logger.levels": ((), False)}, ["logger.levels"], True,
+    ...                           {}, {"logger.levels": "kafka=WARN"})[0]
+    >>> e["value"], e["config_source"], e["read_only"], [s["source"] for s in e["synonyms"]]
+    ('kafka=WARN', 3, False, [3, 5])
     """
-    return [_entry(name, render(values[name][0]), _synonyms((name,), values), True, include_synonyms)
-            for name in names if name in values]
+    own, default = own or {}, default or {}
+    entries = []
+    for name in names:
+        if name not in values:
+            continue
+        synonyms = _synonyms((name,), values)
+        if name in default and name not in _PER_BROKER:
+            synonyms.insert(0, {"name": name, "value": default[name],
+                                "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
+        if name in own:
+            synonyms.insert(0, {"name": name, "value": own[name], "source": DYNAMIC_BROKER_CONFIG})
+        dynamic = synonyms and synonyms[0]["source"] in (DYNAMIC_BROKER_CONFIG,
+                                                         DYNAMIC_DEFAULT_BROKER_CONFIG)
+        value = synonyms[0]["value"] if dynamic else render(values[name][0])
+        entries.append(_entry(name, value, synonyms, name not in DYNAMIC_BROKER_KEYS,
+                              include_synonyms))
+    return entries
+
+
+def default_broker_entries(default: dict[str, str]) -> list[dict[str, Any]]:
+    """DescribeConfigs of the cluster-wide default (resource name ""): its dynamic values."""
+    return [_entry(name, value, [{"name": name, "value": value,
+                                  "source": DYNAMIC_DEFAULT_BROKER_CONFIG}], False, False)
+            for name, value in sorted(default.items())]

@@ -91,8 +91,9 @@ def fetch_entry(tp: TopicPartition, read: PartitionRead) -> dict[str, Any]:
 class DataApis:
     def __init__(self, replicas: HostedPartitions, max_message_bytes: Callable[[str], int],
                  fetch_sessions: FetchSessionCache | None = None,
-                 fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES) -> None:
+                 fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES, leader_quota: Any = None) -> None:
         self.replicas = replicas
+        self.leader_quota = leader_quota   # replication_quota.ReplicationQuota, or None
         self.fetch_max_bytes = fetch_max_bytes
         self.fetch_sessions = fetch_sessions or FetchSessionCache()
         self._max_message_bytes = max_message_bytes
@@ -186,8 +187,14 @@ class DataApis:
             # stall.  Any fetch may return less than asked; the reader fetches again.
             max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
         params = FetchParams(replica_id, 0 if fenced else request["max_wait_ms"], request["min_bytes"],
-                             max_total, hard_max_bytes_limit=version < 3, as_stored=not old_reader)
+                             max_total, hard_max_bytes_limit=version < 3, as_stored=not old_reader,
+                             quota=self.leader_quota if replica_id >= 0 else None)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
+        if params.quota is not None:
+            # Every byte of a throttled partition counts, in-sync followers' too (Kafka's
+            # sizeOfThrottledPartitions): they use up the budget though never held back.
+            params.quota.record(sum(len(read.records) for tp, read in reads
+                                    if read.records and params.quota.is_throttled(tp)))
         if replica_id < 0:   # consumers' bytes only, as Kafka's BytesOutPerSec
             for tp, read in reads:
                 if read.records:

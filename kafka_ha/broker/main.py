@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("Kafka properties accepted but not implemented, so ignored: "
                     + ", ".join(["%s"] * len(config.ignored)), *config.ignored)
     levels = [config["logger.levels"]]
+    servers: list[KafkaServer] = []
 
     def reload_levels() -> None:
         try:
@@ -94,12 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ConfigError) as e:
             log.error("SIGHUP: configuration not re-read, levels unchanged: %s", e)
             return
-        logging_setup.apply_levels(fresh, levels[0])
+        dynamic = getattr(servers[0], "dynamic_config", None) if servers else None
+        if dynamic is not None:
+            dynamic.file_levels_changed(fresh)   # a dynamic logger.levels still wins (KIP-226)
+        else:
+            logging_setup.apply_levels(fresh, levels[0])
         levels[0] = fresh
         log.info("SIGHUP: logger levels now %s", ",".join(f"{n}={v}" for n, v in fresh) or "defaults")
     gevent.signal_handler(signal.SIGHUP, reload_levels)
     _raise_open_files_limit()
     server = KafkaServer(config)
+    servers.append(server)
     try:
         server.startup()
     except Exception as e:

@@ -33,6 +33,7 @@ class MetadataCache:
         self.controller_epoch = 0
         self.cluster_id: str | None = None   # /cluster/id, read at start-up (Metadata v2+)
         self.brokers: dict[int, BrokerEndpoint] = {}
+        self.racks: dict[int, str | None] = {}
         self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
         self._being_deleted: set[TopicPartition] = set()
         self._updated = Event()   # set (and replaced) by each accepted UpdateMetadata
@@ -47,6 +48,7 @@ class MetadataCache:
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
         self.controller_id, self.controller_epoch = controller, epoch
         self.brokers = {b["id"]: _endpoint(b, version) for b in request["live_brokers"]}
+        self.racks = {b["id"]: b.get("rack") for b in request["live_brokers"]}   # v2+
         for entry in request["partition_states"]:
             s = from_wire(entry)
             if s.leader == LEADER_DURING_DELETE:
@@ -110,7 +112,8 @@ class MetadataCache:
 
     def metadata_response(self, topics: list[str] | None, version: int = 1) -> dict[str, Any]:
         names = sorted(self.partitions) if topics is None else topics
-        return {"brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": None}
+        return {"brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port,
+                             "rack": self.racks.get(b.broker_id)}
                             for b in self.brokers.values()],
                 "controller_id": self.controller_id,
                 "topics": [self.topic_metadata(t, version) for t in names]}

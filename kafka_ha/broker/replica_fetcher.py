@@ -33,13 +33,19 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 9   # incremental fetch sessions (KIP-227, v7), leader-epoch fencing (KIP-320, v9)
 EPOCH_VERSION = 2   # names the follower's current leader epoch too (KIP-320)
 BACKOFF_S = 0.5
+THROTTLED_BACKOFF_S = 0.1   # a fetch with every partition throttled waits this long
 
 
 class ReplicaFetcher:
     def __init__(self, broker_id: int, source: BrokerEndpoint, partition_of: Callable,
                  max_wait_ms: int, min_bytes: int, max_bytes: int, timeout_s: float,
-                 failed_partitions: set[TopicPartition] | None = None) -> None:
+                 failed_partitions: set[TopicPartition] | None = None, quota=None) -> None:
         self.broker_id = broker_id
+        # The follower's replication quota (replication_quota.ReplicationQuota), or None;
+        # and each partition's high watermark at the leader, as last answered: a
+        # partition whose log has reached it is caught up, and never throttled.
+        self._quota = quota
+        self._leader_hw: dict[TopicPartition, int] = {}
         self.source = source
         self._partition_of = partition_of
         self._max_wait_ms, self._min_bytes, self._max_bytes = max_wait_ms, min_bytes, max_bytes
@@ -64,6 +70,8 @@ class ReplicaFetcher:
     def remove(self, tps: set[TopicPartition]) -> None:
         self.fetching -= tps
         self.needs_truncation -= tps
+        for tp in tps:
+            self._leader_hw.pop(tp, None)
 
     @property
     def idle(self) -> bool:
@@ -203,10 +211,15 @@ class ReplicaFetcher:
 
     def _fetch(self) -> None:
         wanted, partitions = {}, {}
+        throttled = 0
         for tp in sorted(self.fetching):
             p = self._partition_of(tp)
             if p is None:
                 self.fetching.discard(tp)
+                continue
+            if self._quota is not None and self._quota.should_throttle(
+                    tp, in_sync=p.log.log_end_offset >= self._leader_hw.get(tp, 1 << 63)):
+                throttled += 1   # KIP-73: left out of this request while over the rate
                 continue
             # The leader epoch is part of the position: a new one is sent even in an
             # incremental fetch, so the leader checks the current one (KIP-320).  So is
@@ -214,6 +227,8 @@ class ReplicaFetcher:
             wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes, p.leader_epoch,
                                           p.log.log_start_offset), p
         if not wanted:
+            if throttled:
+                gevent.sleep(THROTTLED_BACKOFF_S)   # until the rate has room again
             return
         session_id, epoch, changed, forgotten = self._session.build(wanted)
         by_topic: dict[str, list[dict]] = {}
@@ -264,6 +279,9 @@ class ReplicaFetcher:
                 records = entry["records"]
                 if records:
                     p.append_as_follower(records)
+                    if self._quota is not None and self._quota.is_throttled(p.tp):
+                        self._quota.record(len(records))
+                self._leader_hw[p.tp] = entry["high_watermark"]
                 p.set_follower_high_watermark(entry["high_watermark"])
                 p.maybe_increment_log_start_offset(entry["log_start_offset"])
             except ValueError as e:   # RecordsError among them: this partition's data alone

@@ -66,7 +66,8 @@ class ReplicaManager:
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
                  halt: Halt = storage_failure.halt, *,
                  being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False,
-                 partition_exists: Callable[[TopicPartition], bool] = lambda _tp: True) -> None:
+                 partition_exists: Callable[[TopicPartition], bool] = lambda _tp: True,
+                 follower_quota=None) -> None:
         """``being_deleted(tp)``: the controller announced tp's topic as being deleted
         (``MetadataCache.being_deleted``); without metadata nothing is.  ``partition_exists``:
         the cluster metadata knows the partition; without metadata every one counts as known."""
@@ -81,6 +82,7 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self._endpoint_of = endpoint_of
         self._being_deleted = being_deleted
+        self.follower_quota = follower_quota   # replication_quota.ReplicationQuota, or None
         self._state_change_lock = BoundedSemaphore(1)
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -371,7 +373,8 @@ class ReplicaManager:
                                      cfg["replica.fetch.wait.max.ms"], cfg["replica.fetch.min.bytes"],
                                      cfg["replica.fetch.max.bytes"],
                                      cfg["controller.socket.timeout.ms"] / 1000,
-                                     failed_partitions=self.failed_partitions)
+                                     failed_partitions=self.failed_partitions,
+                                     quota=self.follower_quota)
             self.fetchers[leader] = fetcher
         fetcher.add(tps)
 

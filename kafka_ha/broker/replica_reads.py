@@ -54,6 +54,9 @@ class FetchParams:
     # Records in the stored format may stay in their files until the socket takes
     # them (sendfile); readers that need them converted get bytes.
     as_stored: bool
+    # The leader's replication quota (replication_quota.ReplicationQuota), for a
+    # follower's fetch: a throttled partition is left out while it is exceeded.
+    quota: Any = None
 
 
 @dataclass(slots=True)
@@ -152,6 +155,9 @@ def read_partition(partitions: HostedPartitions, tp: TopicPartition, offset: int
         return read
     read.high_watermark = p.high_watermark
     read.log_start_offset = p.log.log_start_offset
+    if params.quota is not None and replica_id >= 0 and params.quota.should_throttle(
+            tp, in_sync=replica_id in p.isr):
+        return read   # KIP-73: no records this time, as Kafka answers a throttled replica
     # Consumers read committed data only; followers (and the debug consumer) up to the LEO.
     max_offset = None if reads_up_to_leo(replica_id) else p.high_watermark
     if offset == (p.log.log_end_offset if max_offset is None else max_offset):

@@ -22,7 +22,9 @@ from kafka_ha.broker.admin_election_apis import AdminElectionApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
+from kafka_ha.broker import logging_setup
 from kafka_ha.broker.data_apis import DataApis
+from kafka_ha.broker.dynamic_config import DynamicBrokerConfig
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
 from kafka_ha.broker.group_coordinator import start_group_coordinator
 from kafka_ha.broker.group_offsets import GroupOffsets
@@ -36,9 +38,11 @@ from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
 from kafka_ha.broker.registration import BrokerRegistration
 from kafka_ha.broker.replica_manager import ReplicaManager
+from kafka_ha.broker.replication_quota import ReplicationQuota
 from kafka_ha.broker.startup_retry import until_zookeeper_answers
 from kafka_ha.broker.topic_admin_apis import TopicAdminApis
 from kafka_ha.broker.topic_configs import TopicConfigs
+from kafka_ha.clock import monotonic_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.controller import events as ev
 from kafka_ha.coordinator.placement import OFFSETS_TOPIC
@@ -104,11 +108,17 @@ class KafkaServer:
         # (cleanup.policy, retention.ms...) before anything uses them.
         self.log_manager.use_topic_configs(self._log_config)
         self.isr_writer = IsrWriter(self.store, self.broker_id)
+        self.leader_quota, self.follower_quota = (self._replication_quota(side)
+                                                  for side in ("leader", "follower"))
+        self.dynamic_config = DynamicBrokerConfig(self.store, cfg, self.leader_quota,
+                                                  self.follower_quota, logging_setup.apply_levels)
+        self.dynamic_config.reload()
         self.replica_manager = ReplicaManager(cfg, self.log_manager, self.isr_writer,
                                               self.topic_configs.min_isr, self._log_config,
                                               self._endpoint_of,
                                               being_deleted=self.metadata.being_deleted,
-                                              partition_exists=self.metadata.knows)
+                                              partition_exists=self.metadata.knows,
+                                              follower_quota=self.follower_quota)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, metrics.timed(self._handle),
                                        cfg["socket.request.max.bytes"],
@@ -126,7 +136,7 @@ class KafkaServer:
         data_apis = DataApis(self.replica_manager.hosted, self.topic_configs.max_message_bytes,
                              FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                cfg["min.incremental.fetch.session.eviction.ms"]),
-                             fetch_max_bytes=cfg["fetch.max.bytes"])
+                             fetch_max_bytes=cfg["fetch.max.bytes"], leader_quota=self.leader_quota)
         guard = ControllerRequestGuard(self.broker_id, self.store.active_controller)
         self.group_coordinator, group_apis = start_group_coordinator(
             cfg, self.metadata, self.replica_manager.hosted, GroupOffsets(self.store),
@@ -141,7 +151,8 @@ class KafkaServer:
             self.log_cleaner = LogCleaner(self.log_manager, self._high_watermarks, cfg)
             self.log_cleaner.start()
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
-                          endpoints=(zn.endpoint_string(adv_host, adv_port),))
+                          endpoints=(zn.endpoint_string(adv_host, adv_port),),
+                          rack=cfg["broker.rack"] or None)
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
                                 gevent.sleep)
@@ -150,7 +161,9 @@ class KafkaServer:
         self.controller = KafkaController(cfg, ControllerStore(self.zk, self.broker_id),
                                           registration.register)
         self.controller.start()
-        self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed)
+        self.config_watcher = ConfigChangeWatcher(self.store, self._topic_config_changed,
+                                                  self._broker_config_changed,
+                                                  self.dynamic_config.reload)
         log.info("[Kafka Server %d], started", self.broker_id)
 
     def _add_admin_apis(self) -> None:
@@ -207,14 +220,16 @@ class KafkaServer:
         if not cfg["auto.create.topics.enable"]:
             return
         admin = ZkAdmin(client=self.zk)
-        brokers = sorted(self.metadata.brokers) or admin.store.live_broker_ids()
+        # Kafka's RackAwareMode.Safe: racks are used only if every broker has one.
+        brokers = ({b: self.metadata.racks.get(b) for b in self.metadata.brokers}
+                   or admin.store.live_broker_racks())
         for topic in topics:
             if topic == OFFSETS_TOPIC:
                 continue   # the group coordinator creates it, with its own partitions and configs
             try:
                 zn.validate_topic_name(topic)
                 replicas = assign_replicas(brokers, cfg["num.partitions"],
-                                           cfg["default.replication.factor"])
+                                           cfg["default.replication.factor"], rack_aware=False)
                 admin.create_topic(topic, replicas, {})
                 log.info("Auto-created topic %s with %d partitions", topic, len(replicas))
             except ZkNodeExists:
@@ -235,6 +250,18 @@ class KafkaServer:
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
         return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s)
+
+    def _replication_quota(self, side: str) -> ReplicationQuota:
+        """The leader's or the follower's quota (KIP-73), over this broker's topic configs."""
+        cfg, name = self.config, f"{side}.replication.throttled.replicas"
+        return ReplicationQuota(self.broker_id, lambda topic: self.topic_configs.overrides(topic).get(name, ""),
+                                cfg[f"{side}.replication.throttled.rate"], cfg["replication.quota.window.num"],
+                                cfg["replication.quota.window.size.seconds"] * 1000,
+                                clock_ms=monotonic_ms)
+
+    def _broker_config_changed(self, entity: str) -> None:
+        if self.dynamic_config.concerns(entity):
+            self.dynamic_config.reload()
 
     def _topic_config_changed(self, topic: str) -> None:
         self.topic_configs.invalidate(topic)

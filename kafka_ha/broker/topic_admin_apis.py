@@ -77,7 +77,7 @@ class TopicAdminApis:
             brokers: list[int] | None = None
             failure: Exception | None = None
             try:
-                brokers = self.admin.store.live_broker_ids()
+                brokers = self.admin.store.live_broker_racks()   # rack-aware when racks are set
             except Exception as e:
                 failure = e
 
@@ -177,7 +177,7 @@ class TopicAdminApis:
                 raise d.UnknownTopic(f"The topic '{name}' does not exist.")
             if self.admin.store.marked_for_deletion(name):
                 raise d.UnknownTopic(f"The topic '{name}' is queued for deletion.")
-            brokers = self.admin.store.live_broker_ids()
+            brokers = self.admin.store.live_broker_racks()
             new = plan_added_partitions(current, entry["count"], listed, brokers, set(brokers))
             if validate_only:
                 return

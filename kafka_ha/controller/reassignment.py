@@ -8,6 +8,13 @@ finish: move leadership into RAR if needed, shrink the ISR to RAR, stop and
 delete the old replicas, write AR := RAR (last: until then ZooKeeper holds
 OAR, so a new controller can resume), and remove the partition from
 ``/admin/reassign_partitions`` (deleted when empty).
+
+A cancel (KIP-455) is a new target equal to the replicas the partition had when
+the reassignment was taken up (its origin): not started yet, or with nothing
+added, the reassignment is simply dropped; otherwise it finishes towards the
+origin, which stops and deletes the replicas it had added.  After a controller
+failover the origin is the assignment as found (old + new replicas), so a cancel
+then keeps every replica.
 """
 from __future__ import annotations
 
@@ -46,6 +53,10 @@ class Reassignment:
         rejected = []
         for tp, replicas in wanted.items():
             if tp in ctx.reassignments:
+                if tuple(replicas) != ctx.reassignments[tp] and \
+                        tuple(replicas) == ctx.reassignment_origins.get(tp):
+                    if self._cancel(term, tp, tuple(replicas)):
+                        rejected.append(tp)   # dropped: off the znode
                 continue
             problem = self._problem(ctx, tp, tuple(replicas))
             if problem:
@@ -58,6 +69,20 @@ class Reassignment:
                          list(ctx.assignments[tp]), list(replicas))
         self._remove_from_znode(rejected)
         self.progress(term)
+
+    @staticmethod
+    def _cancel(term: ControllerTerm, tp: TopicPartition, origin: tuple[int, ...]) -> bool:
+        """Turn ``tp``'s reassignment back to ``origin``; True if that drops it at once."""
+        ctx = term.ctx
+        log.info("Reassignment of partition %s to %s cancelled: back to %s", tp,
+                 list(ctx.reassignments[tp]), list(origin))
+        if origin == ctx.assignments[tp]:
+            del ctx.reassignments[tp]
+            ctx.reassignment_origins.pop(tp, None)
+            term.reassignments_started.discard(tp)
+            return True
+        ctx.reassignments[tp] = origin
+        return False
 
     @staticmethod
     def _problem(ctx: ControllerContext, tp: TopicPartition, replicas: tuple[int, ...]) -> str | None:

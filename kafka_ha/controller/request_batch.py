@@ -20,7 +20,7 @@ from kafka_ha.protocol.partition_states import to_wire
 from kafka_ha.state_change_log import StateChangeBatch
 
 
-UPDATE_METADATA_VERSION = 0
+UPDATE_METADATA_VERSION = 2   # the first that carries each broker's rack (broker.rack)
 
 
 
@@ -80,7 +80,8 @@ class RequestBatch:
         started = time.monotonic()
         lines = StateChangeBatch()
         acks: list[AsyncResult] = []
-        brokers_payload = [{"id": b.broker_id, "host": b.host, "port": b.port}
+        brokers_payload = [{"id": b.broker_id, "rack": b.rack, "endpoints": [
+                               {"port": b.port, "host": b.host, "security_protocol": 0}]}
                            for b in self.live_brokers.values()]
         for broker_id, states in self._metadata_by_broker().items():
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,

@@ -23,6 +23,7 @@ INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 # DescribeConfigsResponse.ConfigSource (v1+): where a config's value comes from.
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3   # KIP-226
 
 CONFIG_ADMIN_SCHEMAS: dict[tuple[int, int], tuple[Struct, Struct]] = {}
 _THROTTLE = ("throttle_time_ms", INT32)

@@ -27,7 +27,7 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 IMG_DIR = ROOT / "docs" / "img"
 IMG_PREFIX = "bench-"
 # The page's order; a results file of another name comes after these, by name.
-ORDER = ["failover", "controller", "data", "idempotence", "log", "log-epochs", "spark"]
+ORDER = ["failover", "controller", "data", "idempotence", "throttle", "log", "log-epochs", "spark"]
 REQUIRED = ("schema", "bench", "title", "command", "date", "commit", "machine", "load_average",
             "method", "ratios", "tables", "plots", "results")
 CHARTS = {"bar": bar_chart, "line": line_chart}

@@ -75,6 +75,15 @@ class AdminStore:
                 brokers.append(zn.BrokerIdZNode.decode(got[0], path, czxid=got[1].czxid))
         return brokers
 
+    def live_broker_racks(self) -> dict[int, str | None]:
+        """Each registered broker's rack (``broker.rack``; None: none), for rack-aware
+        assignment.  An unreadable registration makes every rack unknown (plain round
+        robin) rather than fail the caller."""
+        try:
+            return {b.broker_id: b.rack for b in self.registered_brokers()}
+        except MalformedZnode:
+            return {b: None for b in self.live_broker_ids()}
+
     def controller_id(self) -> int | None:
         """The broker id in ``/controller``; None if there is none.  MalformedZnode if unreadable."""
         return read_controller_id(self.zk)
@@ -180,10 +189,36 @@ class AdminStore:
         except ZkNoNode:
             self.zk.create(path, data, makepath=True)
 
-    def notify_config_change(self, topic: str) -> None:
-        """Tell the brokers to re-read the topic's overrides (a ``config_change_`` node)."""
-        self.zk.create(azn.ConfigChangeZNode.PREFIX, azn.ConfigChangeZNode.encode(topic),
+    def notify_config_change(self, topic: str, entity_type: str = "topics") -> None:
+        """Tell the brokers to re-read the topic's overrides (a ``config_change_`` node);
+        with ``entity_type="brokers"``, a broker's (``topic``: its id or ``<default>``)."""
+        self.zk.create(azn.ConfigChangeZNode.PREFIX, azn.ConfigChangeZNode.encode(topic, entity_type),
                        sequence=True, makepath=True)
+
+    def broker_config(self, entity: str | int) -> dict[str, str]:
+        """``/config/brokers/<id>`` or ``<default>``; no node means no overrides."""
+        path = azn.BrokerConfigZNode.path(entity)
+        try:
+            data, _ = self.zk.get(path)
+        except ZkNoNode:
+            return {}
+        return azn.BrokerConfigZNode.decode(data, path)
+
+    def brokers_with_config(self) -> list[str]:
+        """Children of ``/config/brokers`` (ids and ``<default>``)."""
+        try:
+            return sorted(self.zk.get_children(zn.CONFIG_BROKERS_PATH))
+        except ZkNoNode:
+            return []
+
+    def set_broker_config(self, entity: str | int, config: Mapping[str, str]) -> None:
+        """Write a broker's (or the default) dynamic overrides, creating the node if needed."""
+        path = azn.BrokerConfigZNode.path(entity)
+        data = azn.BrokerConfigZNode.encode(config)
+        try:
+            self.zk.set(path, data)
+        except ZkNoNode:
+            self.zk.create(path, data, makepath=True)
 
     # ---- requests to the controller -------------------------------------------------
 

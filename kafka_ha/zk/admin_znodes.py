@@ -16,7 +16,7 @@ from kafka_ha.model import TopicPartition
 from kafka_ha.zk.errors import (DuplicatePartitions, MalformedZnode, check_broker_ids,
                                 check_int, check_str, check_version, json_object,
                                 parse_decimal, parse_json, required, show)
-from kafka_ha.zk.znodes import (CONFIG_CHANGES_PATH, CONFIG_TOPICS_PATH, CONSUMERS_PATH,
+from kafka_ha.zk.znodes import (CONFIG_BROKERS_PATH, CONFIG_CHANGES_PATH, CONFIG_TOPICS_PATH, CONSUMERS_PATH,
                                 DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
                                 PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
                                 non_negative, path_segment, replica_list, to_json_bytes)
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 __all__ = [
     "ReassignPartitionsZNode", "PreferredReplicaElectionZNode", "DeleteTopicZNode",
-    "TopicConfigZNode", "ConfigChangeZNode", "IsrChangeNotificationZNode",
+    "TopicConfigZNode", "BrokerConfigZNode", "ConfigChangeZNode", "IsrChangeNotificationZNode",
     "ConsumerOffsetZNode",
 ]
 
@@ -202,6 +202,38 @@ class TopicConfigZNode:
         return dict(config)
 
 
+class BrokerConfigZNode:
+    """``/config/brokers/<id>`` and ``/config/brokers/<default>`` (KIP-226): a broker's
+    dynamic config overrides, or the cluster-wide defaults; the same JSON as a topic's.
+
+    >>> BrokerConfigZNode.path(1), BrokerConfigZNode.path(BrokerConfigZNode.DEFAULT)
+    ('/config/brokers/1', '/config/brokers/<default>')
+    >>> BrokerConfigZNode.encode({"leader.replication.throttled.rate": "1000"})
+    b'{"version":1,"config":{"leader.replication.throttled.rate":"1000"}}'
+    >>> BrokerConfigZNode.path("x")
+    Traceback (most recent call last):
+    ...
+    ValueError: broker entity must be a broker id or <default>, got 'x'
+    """
+
+    SCHEMA = "broker_config"
+    DEFAULT = "<default>"   # Kafka's ConfigEntityName.Default
+
+    @staticmethod
+    def entity(name: str | int) -> str:
+        text = str(name).strip()
+        if text != BrokerConfigZNode.DEFAULT and not (text.isdigit() and text.isascii()):
+            raise ValueError(f"broker entity must be a broker id or <default>, got {name!r}")
+        return text if text == BrokerConfigZNode.DEFAULT else str(int(text))
+
+    @staticmethod
+    def path(name: str | int) -> str:
+        return f"{CONFIG_BROKERS_PATH}/{BrokerConfigZNode.entity(name)}"
+
+    encode = TopicConfigZNode.encode
+    decode = TopicConfigZNode.decode
+
+
 class ConfigChangeZNode:
     """``/config/changes/config_change_<seq>``: tells brokers to re-read a config.
 
@@ -225,15 +257,30 @@ class ConfigChangeZNode:
         return _sequential_path(ConfigChangeZNode.PREFIX, sequence)
 
     @staticmethod
-    def encode(topic: str) -> bytes:
-        entity_path = f"topics/{path_segment(topic, 'topic')}"
-        return to_json_bytes({"version": 2, "entity_path": entity_path})
+    def encode(topic: str, entity_type: str = "topics") -> bytes:
+        """A change of ``topic``'s config, or with ``entity_type="brokers"`` of a broker's
+        (``topic`` then is the broker id or ``<default>``)."""
+        if entity_type not in ("topics", "brokers"):
+            raise ValueError(f"config change of unsupported entity type {entity_type!r}")
+        name = (path_segment(topic, "topic") if entity_type == "topics"
+                else BrokerConfigZNode.entity(topic))
+        return to_json_bytes({"version": 2, "entity_path": f"{entity_type}/{name}"})
 
     @staticmethod
     def decode(data: bytes | None, path: str) -> str | None:
+        entity_type, name = ConfigChangeZNode.decode_entity(data, path)
+        return name if entity_type == "topics" else None
+
+    @staticmethod
+    def decode_entity(data: bytes | None, path: str) -> tuple[str, str]:
+        """``(entity type, entity name)`` of any of the three forms.
+
+        >>> ConfigChangeZNode.decode_entity(b'{"version":2,"entity_path":"brokers/<default>"}', "/c")
+        ('brokers', '<default>')
+        """
         value = parse_json(data, path)
         if isinstance(value, str):  # 0.8.2: the topic name as a JSON string
-            return check_str(value, path, "topic")
+            return "topics", check_str(value, path, "topic")
         obj = json_object(value, path, "data (an object or a topic name)")
         # Dispatch on version as 0.10.1+ brokers do, or on the keys when a
         # tool left it out.
@@ -248,7 +295,7 @@ class ConfigChangeZNode:
                 raise MalformedZnode(path, f"entity_path {show(entity_path)} is not <type>/<name>")
         else:
             raise MalformedZnode(path, f"unsupported config change version {version}")
-        return name if entity_type == "topics" else None
+        return entity_type, name
 
 
 class IsrChangeNotificationZNode:

@@ -40,6 +40,7 @@ class ConfigChange:
     path: str
     topic: str | None  # None for a change to another entity type (clients, users...)
     created_ms: int
+    broker: str | None = None   # a broker id or <default>, for a change of broker configs
 
 
 
@@ -131,6 +132,16 @@ class BrokerStore:
             return {}
         return azn.TopicConfigZNode.decode(data, path)
 
+    def broker_config(self, entity: str | int) -> dict[str, str]:
+        """``/config/brokers/<id>`` or ``<default>`` (KIP-226); no node means no overrides.
+        MalformedZnode if unreadable."""
+        path = azn.BrokerConfigZNode.path(entity)
+        try:
+            data, _ = self.zk.get(path)
+        except ZkNoNode:
+            return {}
+        return azn.BrokerConfigZNode.decode(data, path)
+
     def config_changes(self, watch: Watch) -> list[str]:
         """Names of the pending ``config_change_`` notifications, setting a child watch."""
         return self.zk.get_children(azn.ConfigChangeZNode.PATH, watch=watch)
@@ -145,7 +156,9 @@ class BrokerStore:
                 continue
             data, stat = got
             try:
-                out.append(ConfigChange(path, azn.ConfigChangeZNode.decode(data, path), stat.ctime))
+                kind, name = azn.ConfigChangeZNode.decode_entity(data, path)
+                out.append(ConfigChange(path, name if kind == "topics" else None, stat.ctime,
+                                        name if kind == "brokers" else None))
             except MalformedZnode as e:
                 out.append(e)
         return out

@@ -18,7 +18,7 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "zk_schemas"
 FAMILIES: tuple[str, ...] = (
     "broker_registration", "topic_assignment", "partition_state", "controller",
     "controller_epoch", "reassign_partitions", "preferred_replica_election",
-    "delete_topic_marker", "isr_change_notification", "topic_config",
+    "delete_topic_marker", "isr_change_notification", "topic_config", "broker_config",
     "config_change_notification", "cluster_id", "consumer_offset", "producer_id_block",
 )
 

@@ -44,6 +44,7 @@ REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 CONFIG_PATH = "/config"
 CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_BROKERS_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
@@ -58,7 +59,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     CONSUMERS_PATH, BROKER_IDS_PATH, BROKER_TOPICS_PATH, CONFIG_CHANGES_PATH,
     DELETE_TOPICS_PATH, BROKER_SEQID_PATH, ISR_CHANGE_NOTIFICATION_PATH,
     LATEST_PRODUCER_ID_BLOCK_PATH, LOG_DIR_EVENT_NOTIFICATION_PATH,
-    CONFIG_TOPICS_PATH, "/config/clients", "/config/users", "/config/brokers")
+    CONFIG_TOPICS_PATH, "/config/clients", "/config/users", CONFIG_BROKERS_PATH)
 
 # --- Topic names and path segments -----------------------------------------
 

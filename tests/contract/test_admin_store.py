@@ -157,3 +157,20 @@ def test_bench_rewrites_states_unchanged_and_fails_on_a_write_in_between(zk):
         bench.rewrite_unchanged(snapshot)  # at the versions before: someone wrote since
     with pytest.raises(ZkNoNode):
         bench.snapshot_states([TopicPartition("none", 0)])
+
+
+def test_broker_config_and_its_notification(store, zk):
+    """KIP-226: /config/brokers/<id> and <default>, announced as brokers/<entity>."""
+    assert store.broker_config(1) == {} and store.brokers_with_config() == []
+    store.set_broker_config(1, {"leader.replication.throttled.rate": "100"})
+    store.set_broker_config("<default>", {"logger.levels": "kafka=WARN"})
+    store.set_broker_config("1", {"leader.replication.throttled.rate": "200"})
+    assert store.broker_config(1) == {"leader.replication.throttled.rate": "200"}
+    assert store.brokers_with_config() == ["1", "<default>"]
+    validate_znode("broker_config", zk.get("/config/brokers/1")[0])
+    store.notify_config_change("<default>", "brokers")
+    [name] = zk.get_children(azn.ConfigChangeZNode.PATH)
+    data = zk.get(f"{azn.ConfigChangeZNode.PATH}/{name}")[0]
+    validate_znode("config_change_notification", data)
+    assert data == b'{"version":2,"entity_path":"brokers/<default>"}'
+    assert store.live_broker_racks() == {}

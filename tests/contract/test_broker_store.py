@@ -102,6 +102,21 @@ def test_topic_config_and_its_change_notifications(zk):
     assert changes[2] == ConfigChange(other, None, zk.exists(other).ctime)
     store.delete_config_change(good)
     assert not zk.exists(good)
+    broker = zk.create(azn.ConfigChangeZNode.PREFIX, azn.ConfigChangeZNode.encode("3", "brokers"),
+                       sequence=True)
+    [change] = store.read_config_changes([broker.rsplit("/", 1)[1]])
+    assert change == ConfigChange(broker, None, zk.exists(broker).ctime, "3")
+
+
+def test_dynamic_broker_configs_are_read(zk):
+    store = BrokerStore(zk)
+    assert store.broker_config(2) == {} and store.broker_config("<default>") == {}
+    zk.create(azn.BrokerConfigZNode.path(2),
+              azn.BrokerConfigZNode.encode({"follower.replication.throttled.rate": "9"}), makepath=True)
+    assert store.broker_config(2) == {"follower.replication.throttled.rate": "9"}
+    zk.create(azn.BrokerConfigZNode.path("<default>"), b'{"version":1,"config":{"x":1}}')
+    with pytest.raises(MalformedZnode, match="<default>"):
+        store.broker_config("<default>")
 
 
 def test_consumer_offsets_in_the_0_8_layout(zk):

@@ -120,10 +120,11 @@ class FakeConnection:
                                       for p in t["partitions"]]
         return {"error_code": 0, "session_id": session_id, "responses": [
             {"topic": t["topic"], "partitions": [
-                self._fetch_one(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"])
+                self._fetch_one(TopicPartition(t["topic"], p["partition"]), p["fetch_offset"],
+                                p["partition_max_bytes"])
                 for p in t["partitions"]]} for t in body["topics"]]}
 
-    def _fetch_one(self, tp, offset):
+    def _fetch_one(self, tp, offset, max_bytes=1 << 20):
         log = self.leader.logs[tp]
         entry = {"partition_index": tp.partition, "high_watermark": log.log_end_offset,
                  "log_start_offset": log.log_start_offset, "records": b""}
@@ -132,7 +133,7 @@ class FakeConnection:
             return {**entry, "error_code": error}
         if not log.log_start_offset <= offset <= log.log_end_offset:
             return {**entry, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE}
-        records = log.read(offset, 1 << 20).to_bytes()
+        records = log.read(offset, max_bytes, min_one_message=True).to_bytes()
         if records and tp in self.leader.corrupt:
             records = records[:-1] + bytes([records[-1] ^ 0xFF])   # a flipped bit: CRC mismatch
         return {**entry, "error_code": 0, "records": records}

@@ -1,5 +1,7 @@
 """ElectLeaders and the KIP-455 reassignment APIs on a real 3-broker cluster, through
-unmodified kafka-python and confluent-kafka admin clients and the bin/ tools.
+unmodified kafka-python and confluent-kafka admin clients and the bin/ tools; then, on
+the same cluster, replication throttles (KIP-73) around a reassignment, dynamic broker
+configs (KIP-226) and rack-aware assignment (its brokers are on two racks).
 
 One cluster for the module (tests run in file order and build on each other's
 topics).  Broker ``X`` (not the controller) is every test topic's preferred
@@ -25,6 +27,7 @@ from tests.harness.kafka import create_topic, read_assignment, read_states, run_
 
 pytestmark = pytest.mark.system
 ELECT_TOPICS = ("elect-kp", "elect-ck", "elect-tool")
+RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b"}
 
 
 class Env:
@@ -51,7 +54,10 @@ class Env:
 @pytest.fixture(scope="module")
 def env(request, zk_ensemble):
     cluster = ClusterFixture(3, {"auto.leader.rebalance.enable": False}, ensemble=zk_ensemble,
-                             session_timeout_ms=6000).start()
+                             session_timeout_ms=6000)
+    for broker, rack in RACKS.items():    # two racks, for the rack-aware assignment at the end
+        cluster.set_broker_config(broker, {"broker.rack": rack})
+    cluster.start()
     request.addfinalizer(cluster.stop)
     cluster.wait_until(lambda: cluster.controller() is not None, message="no controller")
     e = Env(cluster)
@@ -175,11 +181,15 @@ def test_reassignment_listed_while_it_runs_then_completes(env):
         })
         assert again == {tp: None, KpTP("moves", 1): kp_errors.NoReassignmentInProgressError,
                          KpTP("moves", 7): kp_errors.UnknownTopicOrPartitionError}
-        refused = env.kp.alter_partition_reassignments({tp: None})   # cancel: cannot revert
-        assert refused == {tp: kp_errors.ReassignmentInProgressError}
         bad = env.kp.alter_partition_reassignments({KpTP("moves", 1): [c, c], tp: [x]})
         assert bad == {KpTP("moves", 1): kp_errors.InvalidReplicationAssignmentError,
                        tp: kp_errors.ReassignmentInProgressError}
+        # KIP-455's cancel reverts: y (stopped, never caught up) leaves the replicas again.
+        assert env.kp.alter_partition_reassignments({tp: None}) == {tp: None}
+        env.cluster.wait_until(lambda: read_assignment(env.cluster, "moves").partitions[0] == (c, x),
+                               timeout=30, message="the cancel did not revert the move")
+        assert env.kp.list_partition_reassignments() == {}
+        assert env.kp.alter_partition_reassignments({tp: [c, y]}) == {tp: None}   # again, to finish
     finally:
         env.cluster.sigcont(y)
     env.cluster.wait_until(lambda: not env.kp.list_partition_reassignments(), timeout=60,
@@ -224,3 +234,148 @@ def test_reassign_tool_over_bootstrap_server(env, tmp_path):
                             "--reassignment-json-file", str(bad), "--execute")
     assert rc == 1
     assert "Error reassigning partition moves-0: INVALID_REPLICA_ASSIGNMENT: brokers [99] are not alive" in out
+
+
+# ---- replication throttles, dynamic broker configs, racks ------------------------------
+
+RATE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def znode_config(cluster, path):
+    try:
+        return json.loads(cluster.zk.get(path)[0])["config"]
+    except Exception:   # absent
+        return {}
+
+
+def replica_bytes(cluster, broker, topic, partition=0):
+    folder = cluster.data_dir(broker) / f"{topic}-{partition}"
+    return sum(f.stat().st_size for f in folder.glob("*.log")) if folder.exists() else 0
+
+
+def fill(cluster, topic, megabytes):
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1,
+                         "linger.ms": 20})
+    for _ in range(megabytes * 1024):
+        producer.produce(topic, b"r" * 1024)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def test_a_throttled_reassignment_and_verify_removing_the_throttle(env, tmp_path):
+    c, x, y = env.controller, env.x, env.y
+    zk_connect = env.cluster.connect_string
+    create_topic(env.cluster, "throttled", 1, 1, "--replica-assignment", str(x))
+    fill(env.cluster, "throttled", 2)
+    leader_bytes = replica_bytes(env.cluster, x, "throttled")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "throttled", "partition": 0, "replicas": [x, y]}]}))
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--zookeeper", zk_connect,
+                            "--reassignment-json-file", plan, "--execute", "--throttle", 50000)
+    assert rc == 0, (out, err)
+    assert "Warning: You must run Verify periodically" in out
+    assert "The inter-broker throttle limit was set to 50000 B/s" in out
+    # What Kafka's command writes: the rates on both brokers, the replicas on the topic.
+    for broker in (x, y):
+        assert znode_config(env.cluster, f"/config/brokers/{broker}") == {
+            key: "50000" for key in RATE_KEYS}
+    assert znode_config(env.cluster, "/config/brokers/" + str(c)) == {}
+    assert znode_config(env.cluster, "/config/topics/throttled") == {
+        "leader.replication.throttled.replicas": f"0:{x}",
+        "follower.replication.throttled.replicas": f"0:{y}"}
+    # The throttled follower fetches, held back: --verify sees the move in progress and
+    # leaves the throttle in place.
+    env.cluster.wait_until(lambda: replica_bytes(env.cluster, y, "throttled") > 0, timeout=30,
+                           message="the throttled follower never fetched")
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--zookeeper", zk_connect,
+                            "--reassignment-json-file", plan, "--verify")
+    assert "Reassignment of partition [throttled,0] is still in progress" in out, (out, err)
+    assert "Throttle was removed." not in out
+    assert replica_bytes(env.cluster, y, "throttled") < leader_bytes
+    # Both brokers applied the dynamic rate (their DescribeConfigs says so) ...
+    bootstrap = env.cluster.bootstrap_servers
+    rc, out, err = run_tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe",
+                            "--entity-type", "brokers", "--entity-name", y)
+    assert rc == 0 and f"Configs for broker '{y}' are " in out, (out, err)
+    assert "follower.replication.throttled.rate=50000" in out
+    # ... and a higher one through each path lets the move finish.
+    rc, out, err = run_tool("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter",
+                            "--entity-type", "brokers", "--entity-name", y,
+                            "--add-config", "follower.replication.throttled.rate=1000000000")
+    assert rc == 0 and f"Completed updating config for broker '{y}'." in out, (out, err)
+    rc, out, err = run_tool("kafka-configs.sh", "--zookeeper", zk_connect, "--alter",
+                            "--entity-type", "brokers", "--entity-name", x,
+                            "--add-config", "leader.replication.throttled.rate=1000000000")
+    assert rc == 0 and f"Completed Updating config for entity: broker '{x}'." in out, (out, err)
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--zookeeper", zk_connect,
+                            "--reassignment-json-file", plan, "--verify", "--wait", "--timeout", 120)
+    assert rc == 0, (out, err)
+    assert "Reassignment of partition [throttled,0] completed successfully" in out
+    assert "Throttle was removed." in out
+    for broker in env.cluster.broker_ids:
+        assert not set(RATE_KEYS) & set(znode_config(env.cluster, f"/config/brokers/{broker}"))
+    assert znode_config(env.cluster, "/config/topics/throttled") == {}
+    assert replica_bytes(env.cluster, y, "throttled") == leader_bytes
+    rc, out, err = run_tool("kafka-configs.sh", "--zookeeper", zk_connect, "--alter",
+                            "--entity-type", "brokers", "--entity-name", x,
+                            "--add-config", "num.partitions=3")
+    assert rc == 1 and "Cannot update these configs dynamically: num.partitions" in out
+
+
+def test_cancel_reverts_a_throttled_move_and_removes_the_throttle(env, tmp_path):
+    x, y = env.x, env.y
+    bootstrap = env.cluster.bootstrap_servers
+    create_topic(env.cluster, "cancelled", 1, 1, "--replica-assignment", str(x))
+    fill(env.cluster, "cancelled", 2)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "cancelled", "partition": 0, "replicas": [y]}]}))
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                            "--reassignment-json-file", plan, "--execute", "--throttle", 20000)
+    assert rc == 0 and "The inter-broker throttle limit was set to 20000 B/s" in out, (out, err)
+    assert znode_config(env.cluster, "/config/topics/cancelled")[
+        "follower.replication.throttled.replicas"] == f"0:{y}"
+    env.cluster.wait_until(lambda: read_assignment(env.cluster, "cancelled").partitions[0] == (x, y),
+                           timeout=30, message="the move did not start")
+    rc, out, err = run_tool("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                            "--reassignment-json-file", plan, "--cancel")
+    assert rc == 0, (out, err)
+    assert "Successfully cancelled partition reassignment(s) for: cancelled-0" in out
+    assert "Throttle was removed." in out
+    env.cluster.wait_until(lambda: read_assignment(env.cluster, "cancelled").partitions[0] == (x,),
+                           timeout=60, message="the cancel did not revert the move")
+    env.cluster.wait_until(lambda: not (env.cluster.data_dir(y) / "cancelled-0").exists(),
+                           timeout=30, message="the added replica was not deleted")
+    assert read_states(env.cluster, "cancelled")[0].isr == (x,)
+    assert znode_config(env.cluster, "/config/topics/cancelled") == {}
+    assert not env.cluster.zk.exists("/admin/reassign_partitions")
+
+
+def test_racks_in_registration_metadata_and_assignment(env):
+    from kafka_ha.client.cluster import ClusterMetadata
+    for broker, rack in RACKS.items():
+        registration = json.loads(env.cluster.zk.get(f"/brokers/ids/{broker}")[0])
+        assert registration["rack"] == rack and registration["version"] == 3
+    with ClusterMetadata(env.cluster.bootstrap_servers, client_id="rack-test") as client:
+        env.cluster.wait_until(lambda: {b: m.rack for b, m in client.refresh().brokers.items()} == RACKS,
+                               timeout=30, message="Metadata does not carry the racks")
+    rc, out, err = run_tool("kafka-broker-api-versions.sh", "--bootstrap-server",
+                            env.cluster.bootstrap_servers)
+    assert rc == 0, err
+    for broker, rack in RACKS.items():
+        assert f":{env.cluster.port(broker)} (id: {broker} rack: {rack}) -> (" in out, out
+    # Rack-aware: every partition has a replica on each rack; round robin over 1, 2, 3
+    # would put partitions 0 and 3 on rack-a alone.
+    assignment = create_topic(env.cluster, "racked", 6, 2)
+    for replicas in assignment.partitions.values():
+        assert {RACKS[b] for b in replicas} == {"rack-a", "rack-b"}, assignment.partitions
+    rc, out, err = run_tool("kafka-configs.sh", "--bootstrap-server", env.cluster.bootstrap_servers,
+                            "--describe", "--entity-type", "brokers", "--entity-default")
+    assert rc == 0 and "Configs for default broker are" in out, (out, err)
+    described = env.request(env.x, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": str(env.x), "configuration_keys": ["broker.rack"]}],
+        "include_synonyms": False})["results"][0]
+    assert [(e["name"], e["value"], e["read_only"]) for e in described["configs"]] == [
+        ("broker.rack", RACKS[env.x], True)]

@@ -56,7 +56,7 @@ inter.broker.protocol.version=2.8
 zookeeper.session.timeout.ms=\\
     6000
 """
-IGNORED = ("background.threads, compression.type, inter.broker.protocol.version, "
+IGNORED = ("background.threads, inter.broker.protocol.version, "
            "log.message.format.version, num.io.threads, num.network.threads, queued.max.requests, "
            "socket.receive.buffer.bytes, socket.send.buffer.bytes, transaction.state.log.min.isr, "
            "transaction.state.log.replication.factor")

@@ -299,11 +299,15 @@ def test_describe_line():
     (["--zookeeper", NOWHERE, "--describe", "--entity-type", "topic"],
      "Invalid entity-type topic, --entity-type must be one of List(topics, clients, users, "
      "brokers)"),
-    (["--zookeeper", NOWHERE, "--describe", "--entity-type", "brokers"],
-     "Unsupported entity-type brokers: kafka-ha keeps configs for topics only "
-     "(--entity-type topics)"),
+    (["--zookeeper", NOWHERE, "--describe", "--entity-type", "users"],
+     "Unsupported entity-type users: kafka-ha keeps configs for topics and brokers only"),
     (["--zookeeper", NOWHERE, "--alter", "--entity-type", "topics", "--add-config", "a=b"],
-     "--entity-name must be specified with --alter of topics"),
+     "--entity-name or --entity-default must be specified with --alter of topics"),
+    (["--zookeeper", NOWHERE, "--alter", "--entity-type", "brokers", "--entity-name", "x",
+      "--add-config", "a=b"],
+     "The entity name for brokers must be a valid integer broker id, found: x"),
+    (["--zookeeper", NOWHERE, "--alter", "--entity-type", "topics", "--entity-default",
+      "--add-config", "a=b"], "--entity-default is not supported for topics"),
     (["--zookeeper", NOWHERE, "--alter", "--entity-type", "topics", "--entity-name", "t"],
      "At least one of --add-config or --delete-config must be specified with --alter"),
 ])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kafka_ha.broker.admin_election_apis import (
-    AdminElectionApis, listed_reassignment, preferred_election_outcome, reassignment_outcome)
+    AdminElectionApis, listed_reassignment, cancel_target, preferred_election_outcome, reassignment_outcome)
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicPartition as TP
 from kafka_ha.protocol.errors import ErrorCode as E
@@ -70,7 +70,7 @@ def test_preferred_election_outcomes():
     (T0, [2, 3], {}, None),                                    # a move: written
     (T0, [1, 2], {}, E.NONE),                                  # already there: nothing to do
     (T0, None, {}, E.NO_REASSIGNMENT_IN_PROGRESS),
-    (T0, None, {T0: (2, 3)}, E.REASSIGNMENT_IN_PROGRESS),      # a cancel cannot revert
+    (T0, None, {T0: (2, 3)}, None),                            # a cancel: its origin is written
     (T0, [2, 3], {T0: (2, 3)}, E.NONE),                        # the same target again
     (T0, [3, 2], {T0: (2, 3)}, E.REASSIGNMENT_IN_PROGRESS),    # another target meanwhile
     (T0, [], {}, E.INVALID_REPLICA_ASSIGNMENT),
@@ -84,10 +84,14 @@ def test_reassignment_outcomes(tp, replicas, pending, code):
     assert (outcome if outcome is None else outcome[0]) == code
 
 
-def test_a_reassignment_the_controller_runs_counts_as_in_progress():
+def test_a_cancel_writes_the_replicas_from_before_the_move():
     ctx = context()
+    assert cancel_target(ctx, T0) == (1, 2), "still waiting in the znode: nothing moved yet"
     ctx.reassignments[T0] = (2, 3)
-    assert reassignment_outcome(ctx, {}, T0, None)[0] == E.REASSIGNMENT_IN_PROGRESS
+    ctx.reassignment_origins[T0] = (1, 2)
+    ctx.set_assignment(T0, (1, 2, 3))          # started: AR is old + new
+    assert reassignment_outcome(ctx, {}, T0, None) is None
+    assert cancel_target(ctx, T0) == (1, 2)
 
 
 def test_listed_reassignment_relative_to_where_it_started():

@@ -178,9 +178,72 @@ def test_low_watermark_is_the_lowest_log_start_of_the_live_replicas(tmp_path):
 def test_every_topic_config_names_the_broker_key_of_its_default():
     from kafka_ha.broker.config_descriptions import topic_config_synonyms
     from kafka_ha.config import KEYS_BY_NAME, TOPIC_CONFIG_DEFAULTS
+    # Kafka's throttled-replica lists have no broker-level default, so no synonym.
+    no_broker_default = {"leader.replication.throttled.replicas",
+                         "follower.replication.throttled.replicas"}
     for name, (broker_key, _) in TOPIC_CONFIG_DEFAULTS.items():
         synonyms = topic_config_synonyms(name)
+        if name in no_broker_default:
+            assert synonyms == () and broker_key is None, name
+            continue
         assert synonyms, name
         assert all(key in KEYS_BY_NAME for key in synonyms), name
         if broker_key is not None:
             assert broker_key in synonyms, name
+
+
+def test_broker_resources_alter_and_describe_dynamic_configs():
+    """KIP-226 through AlterConfigs / IncrementalAlterConfigs of a broker resource, over an
+    in-memory store: the write, its notification, and what describe then reports."""
+    from kafka_ha.broker.config_admin_apis import ConfigAdminApis
+    from kafka_ha.broker.topic_configs import TopicConfigs
+    from kafka_ha.protocol.config_admin_api import (
+        BROKER_RESOURCE, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG)
+
+    class Store:
+        def __init__(self):
+            self.configs, self.notified = {}, []
+
+        def broker_config(self, entity):
+            return dict(self.configs.get(str(entity), {}))
+
+        def set_broker_config(self, entity, configs):
+            self.configs[str(entity)] = dict(configs)
+
+        def notify_config_change(self, name, entity_type="topics"):
+            self.notified.append(f"{entity_type}/{name}")
+
+    store = Store()
+    broker = BrokerConfig({"broker.id": 7, "zookeeper.connect": "h:1"})
+    apis = ConfigAdminApis(7, SimpleNamespace(store=store), TopicConfigs(None, broker))
+
+    def alter(name, configs, incremental=False):
+        resource = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configs": [
+            {"name": k, "value": v, "config_operation": op} for k, (op, v) in configs.items()]}
+        call = apis.incremental_alter_configs if incremental else apis.alter_configs
+        answer = call({"resources": [resource], "validate_only": False}, 0)["responses"][0]
+        return answer["error_code"], answer["error_message"]
+
+    assert alter("7", {"leader.replication.throttled.rate": (0, "100")}) == (0, None)
+    assert alter("", {"logger.levels": (0, "kafka=WARN")}) == (0, None)
+    assert alter("7", {"follower.replication.throttled.rate": (0, "5")}, incremental=True) == (0, None)
+    assert store.configs == {"7": {"leader.replication.throttled.rate": "100",
+                                   "follower.replication.throttled.rate": "5"},
+                             "<default>": {"logger.levels": "kafka=WARN"}}
+    assert store.notified == ["brokers/7", "brokers/<default>", "brokers/7"]
+    assert alter("7", {"leader.replication.throttled.rate": (1, None)}, incremental=True) == (0, None)
+    assert store.configs["7"] == {"follower.replication.throttled.rate": "5"}
+    code, message = alter("7", {"log.retention.hours": (0, "1")})
+    assert code == ErrorCode.INVALID_REQUEST and "Cannot update these configs dynamically" in message
+    assert alter("8", {"logger.levels": (0, "kafka=WARN")})[0] == ErrorCode.INVALID_REQUEST
+    assert alter("", {"leader.replication.throttled.rate": (0, "1")})[0] == ErrorCode.INVALID_REQUEST
+    described = apis.describe_configs({"resources": [
+        {"resource_type": BROKER_RESOURCE, "resource_name": "7", "configuration_keys": [
+            "follower.replication.throttled.rate", "logger.levels", "broker.id"]},
+        {"resource_type": BROKER_RESOURCE, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": False}, 1)["results"]
+    mine = {e["name"]: (e["value"], e["config_source"], e["read_only"]) for e in described[0]["configs"]}
+    assert mine == {"follower.replication.throttled.rate": ("5", DYNAMIC_BROKER_CONFIG, False),
+                    "logger.levels": ("kafka=WARN", DYNAMIC_DEFAULT_BROKER_CONFIG, False),
+                    "broker.id": ("7", STATIC_BROKER_CONFIG, True)}
+    assert [(e["name"], e["value"]) for e in described[1]["configs"]] == [("logger.levels", "kafka=WARN")]

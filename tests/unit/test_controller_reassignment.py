@@ -151,3 +151,35 @@ def test_deletion_of_a_topic_waits_for_its_reassignment():
     controller.channel.answer_stop_replicas()
     controller.run_pending()
     assert zk.client().exists("/brokers/topics/t") is None
+
+
+def test_a_cancel_reverts_a_started_reassignment_to_its_origin():
+    """KIP-455's cancel: the target becomes the replicas from before the move; the added
+    replica is stopped and deleted and the partition is back where it was."""
+    zk, _, controller = new_cluster((1, 2, 3, 4), {"t": {0: (1, 2, 3)}})
+    request_reassignment(zk, {TP: (4, 2, 3)})
+    controller.run_pending()
+    assert assignment(zk) == {0: (1, 2, 3, 4)}, "started: AR = OAR + RAR"
+    zk.client().set(PATH, azn.ReassignPartitionsZNode.encode({TP: (1, 2, 3)}))   # the cancel
+    controller.handle(ev.PartitionReassignment())
+    controller.run_pending()
+    state = states(zk, "t", [0])[0]
+    assert assignment(zk) == {0: (1, 2, 3)}
+    assert state.leader == 1 and set(state.isr) <= {1, 2, 3}
+    stops = controller.channel.sent(ApiKey.STOP_REPLICA)
+    assert [(r.broker_id, r.body["delete_partitions"]) for r in stops] == [(4, True)]
+    assert zk.client().exists(PATH) is None
+    assert TP not in controller.ctx.reassignments
+
+
+def test_a_cancel_before_the_move_started_drops_it():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (1, 2)}})
+    request_reassignment(zk, {TP: (3, 9)})      # broker 9 is not registered: it waits
+    controller.run_pending()
+    assert TP in controller.ctx.reassignments and assignment(zk) == {0: (1, 2)}
+    zk.client().set(PATH, azn.ReassignPartitionsZNode.encode({TP: (1, 2)}))
+    controller.handle(ev.PartitionReassignment())
+    controller.run_pending()
+    assert TP not in controller.ctx.reassignments
+    assert zk.client().exists(PATH) is None
+    assert assignment(zk) == {0: (1, 2)}

@@ -151,3 +151,33 @@ def test_applying_one_fetch_response_pauses_between_partitions(tmp_path, leader,
     wait_for(lambda: all(p.log.log_end_offset == 2 for p in followers), "every partition fetched")
     fetcher.stop()
     assert any(0 < n < len(tps) for n in seen), seen
+
+
+def test_a_throttled_partition_waits_while_the_follower_quota_is_exceeded(tmp_path, leader):
+    """KIP-73 on the follower: over its rate, a throttled partition that has not caught up
+    is left out of the fetch request; the others go on, and it resumes when the bound goes."""
+    import gevent
+    from kafka_ha.broker.replication_quota import UNBOUNDED, ReplicationQuota
+    from kafka_ha.model import BrokerEndpoint
+    from tests.harness.fake_leader import FOLLOWER as ME
+    for tp in (A, B):
+        leader.logs[tp] = open_log(tmp_path, LEADER, tp)
+        write(leader.logs[tp], 0, *[bytes([65 + i]) * 1000 for i in range(10)])
+    quota = ReplicationQuota(ME, lambda topic: "0:2" if topic == "a" else "", bound=0,
+                             samples=2, window_ms=1000, clock_ms=lambda: 0)   # time stands still
+    logs = {tp: open_log(tmp_path, FOLLOWER, tp) for tp in (A, B)}
+    parts = {tp: follower_partition(lg) for tp, lg in logs.items()}
+    fetcher = replica_fetcher.ReplicaFetcher(ME, BrokerEndpoint(LEADER, "leader.invalid", 9092),
+                                             parts.get, 50, 1, 1500, 5.0, quota=quota)
+    fetcher.add(set(parts))
+    try:
+        wait_for(lambda: same_bytes(logs[B], leader.logs[B]), "the unthrottled partition caught up")
+        gevent.sleep(0.3)
+        assert 0 < logs[A].log_end_offset < 10, "A fetched once, then held back"
+        assert quota.rate() > 0
+        quota.set_bound(UNBOUNDED)
+        wait_for(lambda: same_bytes(logs[A], leader.logs[A]), "A resumed")
+    finally:
+        fetcher.stop()
+        for lg in logs.values():
+            lg.close()

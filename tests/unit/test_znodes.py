@@ -18,7 +18,7 @@ import pytest
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk.admin_znodes import (ConfigChangeZNode, ConsumerOffsetZNode, DeleteTopicZNode,
                                       IsrChangeNotificationZNode, PreferredReplicaElectionZNode,
-                                      ReassignPartitionsZNode, TopicConfigZNode)
+                                      ReassignPartitionsZNode, TopicConfigZNode, BrokerConfigZNode)
 from kafka_ha.zk.producer_id_znodes import ProducerIdBlock, ProducerIdBlockZNode
 from kafka_ha.zk.schemas import FAMILIES, SCHEMA_DIR, load_schema, validate_znode
 from kafka_ha.zk.znodes import (BrokerIdZNode, ClusterIdZNode, ControllerEpochZNode,
@@ -35,7 +35,7 @@ CODECS = [
     BrokerIdZNode, TopicZNode, TopicPartitionStateZNode, ControllerZNode, ControllerEpochZNode,
     ClusterIdZNode, ReassignPartitionsZNode, PreferredReplicaElectionZNode, DeleteTopicZNode,
     TopicConfigZNode, ConfigChangeZNode, IsrChangeNotificationZNode, ConsumerOffsetZNode,
-    ProducerIdBlockZNode,
+    ProducerIdBlockZNode, BrokerConfigZNode,
 ]
 
 BROKER = BrokerInfo(1, "h1", 9092, jmx_port=-1, timestamp_ms=1420000000000,
@@ -109,6 +109,13 @@ ROUND_TRIPS: list[Any] = [
                  lambda: TopicConfigZNode.encode({"retention.ms": "1000", "cleanup.policy": "é"}),
                  lambda d: TopicConfigZNode.decode(d, "/config/topics/t"),
                  {"retention.ms": "1000", "cleanup.policy": "é"}, id="topic-config"),
+    pytest.param("broker_config",
+                 lambda: BrokerConfigZNode.encode({"leader.replication.throttled.rate": "1000"}),
+                 lambda d: BrokerConfigZNode.decode(d, BrokerConfigZNode.path(1)),
+                 {"leader.replication.throttled.rate": "1000"}, id="broker-config"),
+    pytest.param("config_change_notification", lambda: ConfigChangeZNode.encode("1", "brokers"),
+                 lambda d: ConfigChangeZNode.decode_entity(d, ConfigChangeZNode.path(0)),
+                 ("brokers", "1"), id="config-change-broker"),
     pytest.param("config_change_notification", lambda: ConfigChangeZNode.encode("my.topic"),
                  lambda d: ConfigChangeZNode.decode(d, ConfigChangeZNode.path(0)), "my.topic",
                  id="config-change"),
