@@ -125,15 +125,19 @@ def run_enrichment(spark, bootstrap: str, source: str, sink: str, parquet: str,
               .option("subscribe", source).option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", max_offsets).load())
     enriched = enrich(events)
-    queries = {
-        "topic": (enriched.writeStream.format("kafka_ha").queryName("to_topic")
-                  .option("bootstrap.servers", bootstrap).option("topic", sink)
-                  .option("checkpointLocation", os.path.join(checkpoint, "topic"))
-                  .trigger(availableNow=True).start()),
-        "parquet": (enriched.writeStream.format("parquet").queryName("to_parquet")
-                    .option("path", parquet)
-                    .option("checkpointLocation", os.path.join(checkpoint, "parquet"))
-                    .trigger(availableNow=True).start())}
+    queries = {"topic": (enriched.writeStream.format("kafka_ha").queryName("to_topic")
+                         .option("bootstrap.servers", bootstrap).option("topic", sink)
+                         .option("checkpointLocation", os.path.join(checkpoint, "topic"))
+                         .trigger(availableNow=True).start())}
+    # Each query's start spawns a Python process on the driver for the source, which must
+    # connect back to the JVM within Spark's fixed 10 s: on a busy machine, do not start
+    # the second one while the first one and the executors' Python workers are starting.
+    while not queries["topic"].recentProgress and queries["topic"].isActive:
+        time.sleep(0.1)
+    queries["parquet"] = (enriched.writeStream.format("parquet").queryName("to_parquet")
+                          .option("path", parquet)
+                          .option("checkpointLocation", os.path.join(checkpoint, "parquet"))
+                          .trigger(availableNow=True).start())
     printed = {name: -1 for name in queries}
     rows = {name: 0 for name in queries}
 

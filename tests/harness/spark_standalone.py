@@ -25,6 +25,7 @@ from kafka_ha.tools.processes import spawn, tail
 from tests.harness.ports import free_ports
 
 HOST = "127.0.0.1"
+ALIVE_LINE = "New state: ALIVE"       # the master's log line once it accepts registrations
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOG4J = """rootLogger.level = warn
 rootLogger.appenderRef.stdout.ref = console
@@ -82,14 +83,15 @@ class SparkStandalone:
     def launch(self) -> None:
         """Start the daemons without waiting (a test starts its brokers meanwhile).
 
-        A worker that finds no master retries only after 5-15 s, so each worker's shell
-        waits for the master's port before it execs the JVM."""
+        A worker that finds no master, or one still in STANDBY, retries only after 5-15 s,
+        so each worker's shell waits for the master's "New state: ALIVE" log line before
+        it execs the JVM."""
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "log4j2.properties").write_text(LOG4J)
         self._spawn("master", [self.spark_class, "org.apache.spark.deploy.master.Master",
                                "--host", HOST, "--port", str(self.port),
                                "--webui-port", str(self.ui_port)])
-        wait_for_master = (f"until (exec 3<>/dev/tcp/{HOST}/{self.port}) 2>/dev/null; "
+        wait_for_master = (f"until grep -qs '{ALIVE_LINE}' '{self.dir / 'master.out'}'; "
                            f"do sleep 0.2; done; exec \"$@\"")
         for i in range(self.workers):
             work = self.dir / f"work-{i}"
@@ -112,6 +114,16 @@ class SparkStandalone:
         """The master's status page as JSON (workers, applications)."""
         with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as answer:
             return json.load(answer)
+
+    def wait_master(self, timeout_s: float = 60.0) -> None:
+        """Wait until the master accepts registrations (a driver that registers with a
+        master in STANDBY waits 20 s before it tries again)."""
+        deadline = time.monotonic() + timeout_s
+        out = self.dir / "master.out"
+        while ALIVE_LINE not in (out.read_text(errors="replace") if out.exists() else ""):
+            if self.procs["master"].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the spark master is not ALIVE:\n{self.report()}")
+            time.sleep(0.2)
 
     def wait_alive_workers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -53,7 +53,9 @@ def test_example_pipeline_on_standalone_cluster_enriches_each_event_once_across_
         victim = read_states(cluster, source)[0].leader
         a, b = [i for i in cluster.broker_ids if i != victim]
         create_topic(cluster, sink, 3, 2, "--replica-assignment", f"{a}:{b},{b}:{a},{a}:{b}")
-        spark.wait_alive_workers(60)
+        # The driver starts while the workers register: it waits for both executors
+        # (spark.scheduler.minRegisteredResourcesRatio) before its first job.
+        spark.wait_master(60)
         out, events_dir = tmp_path / "parquet", tmp_path / "events"
         events_dir.mkdir()
         lines, killed_after = _run_example(spark, cluster, out, events_dir, victim)
