@@ -17,6 +17,18 @@
 Each round produces more events and runs the query again from its checkpoint,
 so the totals grow incrementally.  With ``--zookeeper`` the topics are created
 with 3 partitions (RF 3), otherwise the brokers auto-create them.
+
+``--pipeline enrich --parquet DIR`` runs a record-by-record pipeline instead: one
+round of events, each turned into an enriched JSON record (its source partition
+and offset, the user, the action in capitals, the amount in cents) and written
+by two availableNow queries, to topic ``enriched-<run id>`` with the ``kafka_ha``
+sink and to Parquet files under DIR.  It prints a ``progress`` line per
+micro-batch and checks that each query read every event.
+
+``--master spark://host:7077`` runs on a Spark standalone cluster instead of
+``local[2]``; ``--conf key=value`` adds Spark settings.  The executors start
+``PYSPARK_PYTHON`` (default: this interpreter) and must import kafka_ha: install
+it on the workers, or start them with this checkout on ``PYTHONPATH``.
 """
 from __future__ import annotations
 
@@ -56,7 +68,7 @@ def create_topics(zookeeper: str, topics: list[str]) -> None:
 
 def produce_events(bootstrap: str, topic: str, count: int, rng: random.Random,
                    totals: dict) -> None:
-    producer = Producer(bootstrap, acks="all")
+    producer = Producer(bootstrap, acks="all", linger_ms=5, batch_size=65536)
     for _ in range(count):
         user = f"user-{rng.randrange(50)}"
         action = rng.choice(ACTIONS)
@@ -91,6 +103,63 @@ def run_aggregation(spark, bootstrap: str, source: str, sink: str, checkpoint: s
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
+def enrich(events):
+    """Each event as ``(key, value)``: the user, and JSON of its source partition and offset,
+    user, action in capitals and amount in cents (field order as written here)."""
+    from pyspark.sql import functions as F
+    e = F.from_json(F.col("value").cast("string"), "user string, action string, amount int")
+    parsed = events.select("partition", "offset", e.alias("e"))
+    return parsed.select(
+        F.col("e.user").alias("key"),
+        F.to_json(F.struct("partition", "offset", F.col("e.user").alias("user"),
+                           F.upper("e.action").alias("action"),
+                           (F.col("e.amount") * 100).alias("cents"))).alias("value"))
+
+
+def run_enrichment(spark, bootstrap: str, source: str, sink: str, parquet: str,
+                   checkpoint: str, max_offsets: int) -> dict[str, int]:
+    """Two availableNow queries over ``enrich``: to topic ``sink`` and to Parquet at
+    ``parquet``.  Prints ``progress <query> batch <id> rows <n>`` per micro-batch; returns
+    the rows each query read."""
+    events = (spark.readStream.format("kafka_ha").option("bootstrap.servers", bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", max_offsets).load())
+    enriched = enrich(events)
+    queries = {"topic": (enriched.writeStream.format("kafka_ha").queryName("to_topic")
+                         .option("bootstrap.servers", bootstrap).option("topic", sink)
+                         .option("checkpointLocation", os.path.join(checkpoint, "topic"))
+                         .trigger(availableNow=True).start())}
+    # Each query's start spawns a Python process on the driver for the source, which must
+    # connect back to the JVM within Spark's fixed 10 s: on a busy machine, do not start
+    # the second one while the first one and the executors' Python workers are starting.
+    while not queries["topic"].recentProgress and queries["topic"].isActive:
+        time.sleep(0.1)
+    queries["parquet"] = (enriched.writeStream.format("parquet").queryName("to_parquet")
+                          .option("path", parquet)
+                          .option("checkpointLocation", os.path.join(checkpoint, "parquet"))
+                          .trigger(availableNow=True).start())
+    printed = {name: -1 for name in queries}
+    rows = {name: 0 for name in queries}
+
+    def report() -> None:
+        for name, query in queries.items():
+            for p in query.recentProgress:
+                if p["batchId"] > printed[name]:
+                    printed[name] = p["batchId"]
+                    rows[name] += p["numInputRows"]
+                    print(f"progress {name} batch {p['batchId']} rows {p['numInputRows']}",
+                          flush=True)
+
+    while any(q.isActive for q in queries.values()):
+        report()
+        time.sleep(0.1)
+    report()
+    for name, query in queries.items():
+        if query.exception() is not None:
+            raise SystemExit(f"streaming query {name} failed: {query.exception()}")
+    return rows
+
+
 def read_totals(spark, bootstrap: str, topic: str) -> dict:
     """The latest aggregate per action from the results topic (a batch read)."""
     from pyspark.sql import Window
@@ -115,18 +184,34 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--run-id", default=str(int(time.time())),
                         help="suffix of this run's topics (default: the time)")
+    parser.add_argument("--pipeline", choices=("totals", "enrich"), default="totals",
+                        help="totals: the streaming aggregation (default); enrich: record by "
+                             "record to topic enriched-<run id> and to --parquet")
+    parser.add_argument("--parquet", help="enrich: directory of the Parquet output")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=1000)
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark master URL, e.g. spark://host:7077 (default local[2])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable)")
     args = parser.parse_args()
+    if args.pipeline == "enrich" and not args.parquet:
+        parser.error("--pipeline enrich needs --parquet DIR")
     bootstrap = args.bootstrap_servers
-    source, sink = f"events-{args.run_id}", f"totals-{args.run_id}"
+    source = f"events-{args.run_id}"
+    sink = f"{'enriched' if args.pipeline == 'enrich' else 'totals'}-{args.run_id}"
     if args.zookeeper:
         create_topics(args.zookeeper, [source, sink])
 
     from pyspark.sql import SparkSession
 
     from kafka_ha.spark import register
-    spark = (SparkSession.builder.master("local[2]").appName("kafka-ha-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("kafka-ha-pipeline")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
 
@@ -134,6 +219,23 @@ def main() -> int:
     rng = random.Random(42)
     expected: dict = {}
     ok = True
+    if args.pipeline == "enrich":
+        try:
+            started = time.monotonic()
+            produce_events(bootstrap, source, args.events, rng, expected)
+            print(f"produced {args.events} events to {source} "
+                  f"({time.monotonic() - started:.1f} s)", flush=True)
+            started = time.monotonic()
+            rows = run_enrichment(spark, bootstrap, source, sink, args.parquet, checkpoint,
+                                  args.max_offsets_per_trigger)
+            print(f"enriched {rows} events from {source} to {sink} and {args.parquet} "
+                  f"({time.monotonic() - started:.1f} s)", flush=True)
+            ok = all(n == args.events for n in rows.values())
+        finally:
+            spark.stop()
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        print("every event was enriched" if ok else "events were NOT all read", flush=True)
+        return 0 if ok else 1
     try:
         for round_no in range(1, args.rounds + 1):
             produce_events(bootstrap, source, args.events, rng, expected)

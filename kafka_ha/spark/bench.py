@@ -2,6 +2,7 @@
 
     python -m kafka_ha.spark.bench [--records 1000000] [--size 100] [--partitions 4]
                                    [--master local[2]] [--bootstrap H:P,... --zookeeper Z]
+                                   [--stream-rate 2000] [--stream-seconds 20]
 
 Without ``--bootstrap`` it starts its own 3-node ZooKeeper ensemble and 3
 brokers on 127.0.0.1 (as ``kafka-data-bench.sh`` does).  Then, on RF=3 topics:
@@ -12,7 +13,12 @@ brokers on 127.0.0.1 (as ``kafka-data-bench.sh`` does).  Then, on RF=3 topics:
 3. **Spark batch read**: ``spark.read.format("kafka_ha")`` over the same topic,
    forcing every row through the JVM (count and sum of value lengths);
 4. **Spark batch write**: ``spark.range(N)`` rendered to values of the same size,
-   written with ``df.write.format("kafka_ha")`` (acks=all).
+   written with ``df.write.format("kafka_ha")`` (acks=all);
+5. **Streaming latency** (:mod:`kafka_ha.spark.bench_latency`): a producer sends
+   ``--stream-rate`` records/s for ``--stream-seconds`` to a fresh topic while a
+   ``readStream`` query with the default trigger collects each micro-batch to the
+   driver; per micro-batch, the wait of its oldest and newest record from ``send``
+   to the result on the driver; p50 and p99 over the batches.
 
 Spark's start-up, the first data-source query (which spawns its Python
 workers) and the JVM's warm-up are excluded: one untimed full read runs first.
@@ -34,6 +40,8 @@ from statistics import median
 
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.client import Consumer, Producer
+
+from .bench_latency import percentile, stream_latency
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,6 +140,13 @@ PATHS = (("consumer", "our Consumer, one process", "consumer"),
 
 
 def method(args: argparse.Namespace, spark_version: str) -> str:
+    latency = ("" if not args.stream_seconds else
+               f" Streaming latency: a producer thread sends {args.stream_rate} records/s "
+               f"(acks=all, linger 1 ms, the send time in each value) for {args.stream_seconds} "
+               f"s to a fresh topic read by a readStream query with the default trigger; "
+               f"foreachBatch collects each micro-batch's oldest and newest send time to the "
+               f"driver, and a batch's latency is when that collect returns minus its oldest "
+               f"(newest) send time.")
     where = ("an existing cluster" if args.bootstrap else
              "its own 3-node ZooKeeper ensemble and 3 brokers on 127.0.0.1")
     return (f"On {where}, topics of {args.partitions} partitions, RF 3, {args.records} records of "
@@ -140,20 +155,37 @@ def method(args: argparse.Namespace, spark_version: str) -> str:
             f"our Producer (one process, acks=all, linger 5 ms) writing as many records for the "
             f"Spark write. Spark's start-up, its first query (Python worker spawn) and one full "
             f"untimed read (JVM warm-up) are excluded; each measurement runs {args.repeat} times, "
-            f"interleaved, and the table shows medians and ranges.")
+            f"interleaved, and the table shows medians and ranges. MB/s count value bytes "
+            f"only.{latency}")
 
 
-def tables(rates: dict[str, list[float]], repeat: int) -> list[Table]:
-    return [Table(f"Records per second, median of {repeat} runs",
-                  [("path", "", 0), ("records/s", "", 0), ("low", "", 0), ("high", "", 0),
-                   ("vs our client", "x", 2)],
-                  [[name, median(rates[key]), min(rates[key]), max(rates[key]),
-                    median(rates[key]) / median(rates[base])] for key, name, base in PATHS])]
+def tables(rates: dict[str, list[float]], repeat: int, size: int,
+           latency: dict | None = None) -> list[Table]:
+    out = [Table(f"Records per second, median of {repeat} runs",
+                 [("path", "", 0), ("records/s", "", 0), ("MB/s", "", 1), ("low", "", 0),
+                  ("high", "", 0), ("vs our client", "x", 2)],
+                 [[name, median(rates[key]), median(rates[key]) * size / 1e6, min(rates[key]),
+                   max(rates[key]), median(rates[key]) / median(rates[base])]
+                  for key, name, base in PATHS])]
+    if latency:
+        batches = latency["batches"]
+        rows = [[f"{which} record of the batch",
+                 percentile([b[key] for b in batches], 50),
+                 percentile([b[key] for b in batches], 99), max(b[key] for b in batches)]
+                for which, key in (("oldest", "oldest_ms"), ("newest", "newest_ms"))]
+        out.append(Table(
+            f"Streaming end-to-end latency per micro-batch ({len(batches)} batches, "
+            f"{latency['sent']} records at {latency['rate']} records/s, median "
+            f"{percentile([b['rows'] for b in batches], 50):.0f} rows per batch)",
+            [("send to result on the driver", "", 0), ("p50", "ms", 0), ("p99", "ms", 0),
+             ("max", "ms", 0)], rows))
+    return out
 
 
-def ratios(rates: dict[str, list[float]]) -> list[dict]:
-    return [ratio("Spark batch read", median(rates["spark_read"]), "our Consumer, one process",
-                  median(rates["consumer"]), "records/s", goal="at least 0.8x"),
+def ratios(rates: dict[str, list[float]], size: int) -> list[dict]:
+    return [ratio("Spark batch read", median(rates["spark_read"]) * size / 1e6,
+                  "our Consumer, one process", median(rates["consumer"]) * size / 1e6, "MB/s",
+                  goal="at least 0.8x"),
             ratio("Spark batch write, acks=all", median(rates["spark_write"]),
                   "our Producer, one process, acks=all", median(rates["producer"]), "records/s")]
 
@@ -168,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="an existing cluster's bootstrap servers")
     parser.add_argument("--zookeeper", help="its zookeeper.connect (to create the topics)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
+    parser.add_argument("--stream-rate", type=int, default=2000,
+                        help="records/s sent during the streaming latency measurement")
+    parser.add_argument("--stream-seconds", type=float, default=20,
+                        help="how long it sends (0: no latency measurement)")
     add_output_options(parser, "spark")
     args = parser.parse_args(argv)
     run = Run("spark", "Spark source and sink", parser.prog, argv)
@@ -187,13 +223,13 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start()
         bootstrap, zookeeper = cluster.bootstrap_servers, cluster.connect_string
     suffix = f"{int(time.time())}"
-    src, out_spark, out_client = (f"sbench-src-{suffix}", f"sbench-spark-{suffix}",
-                                  f"sbench-client-{suffix}")
+    src, out_spark, out_client, lat = (f"sbench-src-{suffix}", f"sbench-spark-{suffix}",
+                                       f"sbench-client-{suffix}", f"sbench-latency-{suffix}")
     spark = None
     try:
-        for topic in (src, out_spark, out_client):
+        for topic in (src, out_spark, out_client, lat):
             create_topic(zookeeper, topic, args.partitions, 3)
-        wait_for_leaders(bootstrap, [src, out_spark, out_client])
+        wait_for_leaders(bootstrap, [src, out_spark, out_client, lat])
         n = args.records
         print(f"producer: {n} x {args.size} B, acks=all ...", file=sys.stderr)
         producer_rates = [produce(bootstrap, src, n, args.size)]
@@ -215,13 +251,21 @@ def main(argv: list[str] | None = None) -> int:
                 producer_rates.append(produce(bootstrap, out_client, n, args.size))
         written = end_total(bootstrap, out_spark, args.partitions)
         assert written == n * args.repeat, (written, n)
+        latency = None
+        if args.stream_seconds:
+            print(f"streaming latency: {args.stream_rate} records/s for {args.stream_seconds} s "
+                  f"...", file=sys.stderr)
+            latency = stream_latency(spark, bootstrap, lat, args.stream_rate,
+                                     args.stream_seconds, args.size)
         results = {"records": n, "size": args.size, "partitions": args.partitions,
                    "master": args.master, "spark_version": spark.version, "repeat": args.repeat,
                    "records_per_s": {"consumer": consumer_rates, "spark_read": read_rates,
-                                     "producer": producer_rates, "spark_write": write_rates}}
+                                     "producer": producer_rates, "spark_write": write_rates},
+                   "stream_latency": latency}
         data = run.write(args.json, method=method(args, spark.version), results=results,
-                         ratios=ratios(results["records_per_s"]),
-                         tables=tables(results["records_per_s"], args.repeat), note=args.note)
+                         ratios=ratios(results["records_per_s"], args.size),
+                         tables=tables(results["records_per_s"], args.repeat, args.size,
+                                       latency), note=args.note)
         print_summary(data, args.json)
     finally:
         if spark is not None:

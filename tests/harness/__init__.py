@@ -14,6 +14,8 @@ Real ZooKeeper and brokers, for contract and system tests:
 - :mod:`tests.harness.partition_faults`: one partition under faults (acks=all values that
   must survive, produces queued for a zombie leader, a follower that stops fetching).
 - :mod:`tests.harness.replica_files`: what a broker holds on disk.
+- :mod:`tests.harness.spark_standalone`: a Spark standalone master and workers from the
+  installed pyspark, for running a driver with ``--master spark://...``.
 - :mod:`tests.harness.tcp_proxy`, :mod:`tests.harness.broker_relay`,
   :mod:`tests.harness.zk_gate`: connections that can be cut, held or filtered.
 
