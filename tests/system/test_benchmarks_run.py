@@ -76,6 +76,9 @@ def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
                for by_mode in runs.values() for mode in ("plain", "idempotent"))
     [target] = data["ratios"]
     assert target["baseline_value"] == runs["client defaults"]["plain"][0]["mb_s"]
+    # The producer's own CPU is shown: librdkafka busy-waits while idempotence holds a batch back.
+    headings = [c["heading"] for c in data["tables"][0]["columns"]]
+    assert headings.index("producer's CPU per MB") == headings.index("brokers' CPU per MB") + 1
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
 
 
