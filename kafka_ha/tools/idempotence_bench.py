@@ -22,7 +22,10 @@ batches grow towards 1 MB while the producer waits.  While it waits with a
 batch ready, librdkafka's broker thread wakes again at once (the batch's
 linger has passed) and finds it may not send: a busy wait, hundreds of
 thousands of wake-ups a second, which takes CPU from the brokers on a shared
-machine.  So the table shows the producer's CPU per MB next to the brokers'.
+machine.  So the table shows the producer's CPU per MB next to the brokers', and
+the same producer with the defaults into the null sink (``client_ceiling``, which
+answers every Produce, and InitProducerId, at once): what idempotence costs the
+client when the round trip costs nothing.
 
 Results go to ``--json`` (default bench-results/idempotence.json) and, as tables,
 to stdout.
@@ -36,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
-from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, produce_in_child
+from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, SinkProcess, produce_in_child
 from kafka_ha.tools.controller_bench import bench_cluster
 from kafka_ha.tools.group_read_rate import create_topic
 from kafka_ha.tools.local_cluster import LocalCluster
@@ -45,6 +48,7 @@ from kafka_ha.tools.processes import process_cpu_seconds
 TOPIC = "idempotence-bench"
 MODES = (("plain", False), ("idempotent", True))
 SETTINGS = {"client defaults": {}, "64 KiB batches": CONFLUENT_SETTINGS}
+SINK = "client defaults, into the null sink"
 
 
 def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[str, list[dict]]]:
@@ -65,6 +69,20 @@ def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[s
     return runs
 
 
+def sink_runs(args: argparse.Namespace) -> dict[str, list[dict]]:
+    """The same producer, client defaults, into the null sink, which answers at once: what
+    idempotence costs the client itself when acknowledgements take no time."""
+    runs: dict[str, list[dict]] = {name: [] for name, _ in MODES}
+    for _ in range(args.repeat):
+        for name, idempotence in MODES:
+            with SinkProcess(partitions=args.partitions) as sink:
+                run = produce_in_child(sink.bootstrap, TOPIC, args.records, args.record_size, "all",
+                                       idempotence, {})
+            runs[name].append(run)
+            print(f"{SINK}, {name}: {run['mb_s']} MB/s", file=sys.stderr, flush=True)
+    return runs
+
+
 def median(runs: list[dict], key: str) -> float:
     return round(statistics.median(r[key] for r in runs), 2)
 
@@ -81,7 +99,8 @@ def tables(results: dict) -> list[Table]:
             runs = by_mode[name]
             table.rows.append([label, name, median(runs, "mb_s"),
                                f"{min(r['mb_s'] for r in runs)}-{max(r['mb_s'] for r in runs)}",
-                               median(runs, "msgs_s"), median(runs, "brokers_cpu_ms_per_mb"),
+                               median(runs, "msgs_s"),
+                               median(runs, "brokers_cpu_ms_per_mb") if label != SINK else None,
                                median(runs, "producer_cpu_ms_per_mb"),
                                round(median(runs, "mb_s") / plain, 2) if plain else None])
     return [table]
@@ -111,11 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, args.partitions)
         results = {"runs": measure(cluster, args), "records": args.records,
                    "record_size": args.record_size, "partitions": args.partitions}
+    results["runs"][SINK] = sink_runs(args)
     method = (f"3 brokers on this machine, one topic of {args.partitions} partitions, RF 3, "
               f"min.insync.replicas 2; one confluent-kafka producer per run in its own process, "
               f"acks=all, {args.records} records of {args.record_size} bytes, with librdkafka's default "
               f"settings and with the data bench's (64 KiB batches, linger 5 ms); {args.repeat} runs "
-              f"of each producer and settings, alternating.")
+              f"of each producer and settings, alternating; then the same with the defaults into "
+              f"the null sink (a server that answers every Produce at once and keeps nothing).")
     data = run.write(args.json, method=method, results=results, ratios=ratios(results),
                      tables=tables(results), note=args.note)
     print_summary(data, args.json)

@@ -71,7 +71,7 @@ def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
                                    "--json", str(results / "idempotence.json")]) == 0
     [data] = load(results)
     runs = data["results"]["runs"]
-    assert set(runs) == {"client defaults", "64 KiB batches"}
+    assert set(runs) == {"client defaults", "64 KiB batches", idempotence_bench.SINK}
     assert all(len(by_mode[mode]) == 1 and by_mode[mode][0]["mb_s"] > 0
                for by_mode in runs.values() for mode in ("plain", "idempotent"))
     [target] = data["ratios"]
