@@ -51,7 +51,8 @@ class NullSink:
         version = header.api_version
         if header.api_key == ApiKey.API_VERSIONS:
             keys = [e for e in api_versions_entries()
-                    if e["api_key"] in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE)]
+                    if e["api_key"] in (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE,
+                                        ApiKey.INIT_PRODUCER_ID)]
             return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}, version
         if header.api_key == ApiKey.METADATA:
             response = self._metadata(body["topics"] or [])
@@ -62,6 +63,10 @@ class NullSink:
             return response, version
         if header.api_key == ApiKey.PRODUCE:
             return self._produce(body, version)
+        if header.api_key == ApiKey.INIT_PRODUCER_ID:
+            # An idempotent producer's id; the sink checks no sequence (it keeps nothing).
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": 1,
+                    "producer_epoch": 0}, version
         raise ValueError(f"the null sink serves no api key {header.api_key}")
 
     def _metadata(self, topics: list[str]) -> dict[str, Any]:

@@ -10,11 +10,22 @@ gets), and the data bench's (64 KiB batches, linger 5 ms).  The baseline is the
 plain acks=all run with the same settings: the target is the idempotent run's
 MB/s as a ratio to it (the issue's goal: at least 0.9), stated for the defaults.
 
-Why the settings matter: with idempotence on, librdkafka keeps at most 5 requests
-in flight per broker, where it keeps many without, so the idempotent producer's
-rate is about 5 batches per acks=all round trip; with small batches that round
-trip (replication to the followers, under load) bounds it.  The brokers' CPU per
-MB is shown for every run.
+Why the settings matter: with idempotence on, librdkafka (2.16) allows a
+partition as many requests in flight as its limit of 5 minus the *messages*
+already in flight there (``rd_kafka_toppar_producer_serve``: it subtracts
+``rktp_msgs_inflight``, a message count), so once a batch of five or more
+records is out, the partition waits for its answer: one request in flight per
+partition, where the plain producer keeps up to a million per connection.  The
+idempotent rate is then about ``partitions x batch bytes / acks=all round
+trip``: with 64 KiB batches that round trip bounds it; with the defaults the
+batches grow towards 1 MB while the producer waits.  While it waits with a
+batch ready, librdkafka's broker thread wakes again at once (the batch's
+linger has passed) and finds it may not send: a busy wait, hundreds of
+thousands of wake-ups a second, which takes CPU from the brokers on a shared
+machine.  So the table shows the producer's CPU per MB next to the brokers', and
+the same producer with the defaults into the null sink (``client_ceiling``, which
+answers every Produce, and InitProducerId, at once): what idempotence costs the
+client when the round trip costs nothing.
 
 Results go to ``--json`` (default bench-results/idempotence.json) and, as tables,
 to stdout.
@@ -28,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
-from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, produce_in_child
+from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, SinkProcess, produce_in_child
 from kafka_ha.tools.controller_bench import bench_cluster
 from kafka_ha.tools.group_read_rate import create_topic
 from kafka_ha.tools.local_cluster import LocalCluster
@@ -37,6 +48,7 @@ from kafka_ha.tools.processes import process_cpu_seconds
 TOPIC = "idempotence-bench"
 MODES = (("plain", False), ("idempotent", True))
 SETTINGS = {"client defaults": {}, "64 KiB batches": CONFLUENT_SETTINGS}
+SINK = "client defaults, into the null sink"
 
 
 def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[str, list[dict]]]:
@@ -57,6 +69,20 @@ def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[s
     return runs
 
 
+def sink_runs(args: argparse.Namespace) -> dict[str, list[dict]]:
+    """The same producer, client defaults, into the null sink, which answers at once: what
+    idempotence costs the client itself when acknowledgements take no time."""
+    runs: dict[str, list[dict]] = {name: [] for name, _ in MODES}
+    for _ in range(args.repeat):
+        for name, idempotence in MODES:
+            with SinkProcess(partitions=args.partitions) as sink:
+                run = produce_in_child(sink.bootstrap, TOPIC, args.records, args.record_size, "all",
+                                       idempotence, {})
+            runs[name].append(run)
+            print(f"{SINK}, {name}: {run['mb_s']} MB/s", file=sys.stderr, flush=True)
+    return runs
+
+
 def median(runs: list[dict], key: str) -> float:
     return round(statistics.median(r[key] for r in runs), 2)
 
@@ -65,7 +91,7 @@ def tables(results: dict) -> list[Table]:
     table = Table("acks=all, RF 3: the same confluent-kafka producer without and with idempotence",
                   [("settings", "", 0), ("producer", "", 0), ("MB/s (median)", "MB/s", 1),
                    ("MB/s (range)", "", 0), ("records/s", "", 0), ("brokers' CPU per MB", "ms", 1),
-                   ("idempotent / plain", "x", 2)],
+                   ("producer's CPU per MB", "ms", 1), ("idempotent / plain", "x", 2)],
                   note="median of the runs; the runs alternate between the producers")
     for label, by_mode in results["runs"].items():
         plain = median(by_mode["plain"], "mb_s")
@@ -73,7 +99,9 @@ def tables(results: dict) -> list[Table]:
             runs = by_mode[name]
             table.rows.append([label, name, median(runs, "mb_s"),
                                f"{min(r['mb_s'] for r in runs)}-{max(r['mb_s'] for r in runs)}",
-                               median(runs, "msgs_s"), median(runs, "brokers_cpu_ms_per_mb"),
+                               median(runs, "msgs_s"),
+                               median(runs, "brokers_cpu_ms_per_mb") if label != SINK else None,
+                               median(runs, "producer_cpu_ms_per_mb"),
                                round(median(runs, "mb_s") / plain, 2) if plain else None])
     return [table]
 
@@ -102,11 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(cluster.connect_string, cluster.bootstrap_servers, TOPIC, args.partitions)
         results = {"runs": measure(cluster, args), "records": args.records,
                    "record_size": args.record_size, "partitions": args.partitions}
+    results["runs"][SINK] = sink_runs(args)
     method = (f"3 brokers on this machine, one topic of {args.partitions} partitions, RF 3, "
               f"min.insync.replicas 2; one confluent-kafka producer per run in its own process, "
               f"acks=all, {args.records} records of {args.record_size} bytes, with librdkafka's default "
               f"settings and with the data bench's (64 KiB batches, linger 5 ms); {args.repeat} runs "
-              f"of each producer and settings, alternating.")
+              f"of each producer and settings, alternating; then the same with the defaults into "
+              f"the null sink (a server that answers every Produce at once and keeps nothing).")
     data = run.write(args.json, method=method, results=results, ratios=ratios(results),
                      tables=tables(results), note=args.note)
     print_summary(data, args.json)

@@ -65,6 +65,24 @@ def test_lengths_inside_a_record_must_fit_it(fields):
         assign(assemble_v2_batch(_record(fields), 1, 1000, 1000))
 
 
+def test_two_byte_varints_are_checked_like_one_byte_ones():
+    """The walk decodes one- and two-byte varints inline (1 KiB values, offset deltas of
+    64 and more); they get the same checks as the long ones."""
+    value = b"v" * 1024
+    assert assign(assemble_v2_batch(records(200, value), 200, 1000, 1000)).count == 200
+    # Offset delta 100 (two bytes) where 99 is due.
+    skipped = records(99, value) + encode_v2_record(Record(b"k", value), 100, 0)
+    with pytest.raises(CorruptRecordError, match="offset delta 100"):
+        assign(assemble_v2_batch(skipped, 100, 1000, 1000))
+    # A two-byte value length past the end of its record.
+    fields = b"\x00\x00\x00" + encode_varint(1) + b"k" + encode_varint(302) + b"v" * 299 + b"\x00"
+    with pytest.raises(CorruptRecordError, match="value length 302"):
+        assign(assemble_v2_batch(_record(fields), 1, 1000, 1000))
+    # Seven bytes that end inside a two-byte length: the records end inside a record.
+    with pytest.raises(CorruptRecordError):
+        assign(assemble_v2_batch(b"\x00" * 6 + b"\x80", 1, 1000, 1000))
+
+
 def test_headers_are_checked_too():
     good = build_v2_batch([Record(b"k", b"v", headers=[("h", b"x"), ("n", None)])], timestamp_ms=1)
     assert assign(good).count == 1
