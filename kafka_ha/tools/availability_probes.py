@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
 import socket
 import struct
 import sys
@@ -132,19 +134,47 @@ def produce_each(args: argparse.Namespace) -> dict:
     return {"started": started, "acked": acked, "failed": failed}
 
 
+# librdkafka's "topic" debug line when a metadata answer moves a partition to a new
+# leader (rdkafka_topic.c, rd_kafka_toppar_leader_update); "to -1" is a leader it lost.
+LEADER_MIGRATED = re.compile(r"Topic (?P<topic>\S+) \[(?P<partition>\d+)\]: migrating from broker "
+                             r"-?\d+ to (?P<leader>-?\d+)")
+
+
+class LeaderLearned(logging.Handler):
+    """When librdkafka's metadata last gave each partition a live new leader (wall clock),
+    from its debug log; stamps are taken as lines arrive, after ``since``."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.topic, self.since = topic, float("inf")
+        self.at: dict[int, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = LEADER_MIGRATED.search(record.getMessage())
+        if m and m["topic"] == self.topic and int(m["leader"]) >= 0 and time.time() >= self.since:
+            self.at[int(m["partition"])] = time.time()
+
+
 def produce_each_confluent(args: argparse.Namespace) -> dict:
-    """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from."""
+    """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from.
+    Its "topic" debug log also says when it learned each partition's new leader."""
     from confluent_kafka import Producer
 
     partitions = [int(p) for p in args.partitions.split(",") if p]
+    learned = LeaderLearned(args.topic)
+    client_log = logging.getLogger(f"failover-bench-acks-{args.acks}")
+    client_log.setLevel(logging.DEBUG)
+    client_log.propagate = False
+    client_log.addHandler(learned)
     producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks,
                          "request.timeout.ms": args.request_timeout_ms,
                          "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
-                         "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"})
+                         "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}",
+                         "debug": "topic"}, logger=client_log)
     producer.list_topics(args.topic, timeout=30)     # metadata before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
-    started = time.time()
+    started = learned.since = time.time()
     acked: dict[int, float] = {}
     failed: dict[int, str] = {}
 
@@ -160,7 +190,7 @@ def produce_each_confluent(args: argparse.Namespace) -> dict:
     while len(acked) + len(failed) < len(partitions) and time.monotonic() < deadline:
         producer.poll(0.01)                # delivery callbacks run here: stamps are +-10 ms
     producer.flush(1)
-    return {"started": started, "acked": acked, "failed": failed}
+    return {"started": started, "acked": acked, "failed": failed, "leader_learned": learned.at}
 
 
 CLIENTS = {"kafka_ha": produce_each, "confluent": produce_each_confluent}

@@ -81,6 +81,7 @@ class ProducerProcess:
         out, _ = self.proc.communicate(timeout=timeout_s)
         data = json.loads(out.strip().splitlines()[-1])
         data["acked"] = {int(p): t for p, t in data["acked"].items()}
+        data["leader_learned"] = {int(p): t for p, t in data.get("leader_learned", {}).items()}
         return data
 
 
@@ -103,7 +104,9 @@ class FailoverBench:
                                    zk_session_timeout_ms=self.args.session_timeout_ms,
                                    broker_ports=free_ports(3),
                                    overrides={"auto.leader.rebalance.enable": False,
-                                              "min.insync.replicas": 2})
+                                              "min.insync.replicas": 2,
+                                              # one line per UpdateMetadata, for its phase
+                                              "logger.levels": "state.change.logger=DEBUG"})
             cluster.start()
             wait_for(lambda: len(zk.live_broker_ids()) == 3, 60, "3 registered brokers")
             wait_for(lambda: zk.controller_id() is not None, 60, "a controller")
@@ -240,6 +243,8 @@ class FailoverBench:
             changes = log_text(cluster, b, "state-change.log")
             applied = tl.first_per_partition(tl.LEADER_AND_ISR_DONE, changes, killed_at, tps)
             phases[f"broker {b}: LeaderAndIsr applied (last)"] = rel(max(applied.values(), default=None))
+            phases[f"broker {b}: UpdateMetadata with the new states received"] = rel(
+                tl.first_update_metadata(changes, handled.get("states_written", deleted_at)))
             server = log_text(cluster, b, "server.log")
             phases[f"broker {b}: truncation round done (last)"] = rel(
                 tl.last_match(tl.TRUNCATED, server, killed_at))
@@ -252,6 +257,11 @@ class FailoverBench:
             expands += tl.count_after(tl.EXPANDING, server, killed_at)
         phases["new leader: every ISR follower fetched from the epoch start"] = tl.percentiles(
             [t - killed_at for t in hw.values()])
+        if acks_all.get("leader_learned"):
+            # librdkafka's debug log: the metadata answer that named the new leader
+            phases["client: new leader learned from metadata (acks=all producer)"] = tl.percentiles(
+                [acks_all["leader_learned"][p] - killed_at for p in partitions
+                 if p in acks_all["leader_learned"]])
         phases["first acks=all accepted"] = tl.percentiles(
             [t - killed_at for t in acks_all["acked"].values()])
         phases["ISR shrinks / expands logged by leaders"] = f"{shrinks} / {expands}"
