@@ -142,7 +142,9 @@ LEADER_MIGRATED = re.compile(r"Topic (?P<topic>\S+) \[(?P<partition>\d+)\]: migr
 
 class LeaderLearned(logging.Handler):
     """When librdkafka's metadata last gave each partition a live new leader (wall clock),
-    from its debug log; stamps are taken as lines arrive, after ``since``."""
+    from its debug log, after ``since``.  confluent-kafka hands log lines over in ``poll()``,
+    so a stamp is when the probe's poll served the line: an upper bound, late by as much
+    as the probe process lags (on a machine loaded far past its cores, seconds)."""
 
     def __init__(self, topic: str) -> None:
         super().__init__(logging.DEBUG)

@@ -283,7 +283,9 @@ def method(args: argparse.Namespace) -> str:
             f"raw kazoo rewriting the same state znodes with pipelined multis, and the acks=1 "
             f"window. A loop stall is the slowest answer to an ApiVersions probe sent to each broker "
             f"every {args.probe_interval_ms} ms (ApiVersions does no work, so a slow answer is time "
-            f"the event loop spent elsewhere); the phases come from the brokers' logs.")
+            f"the event loop spent elsewhere); the phases come from the brokers' logs (UpdateMetadata "
+            f"from state-change.log at DEBUG) and, with confluent-kafka, from librdkafka's topic "
+            f"debug log (when it moved each partition to its new leader).")
 
 
 def longest_stall(per_broker: dict) -> float:
