@@ -168,12 +168,17 @@ def produce_each_confluent(args: argparse.Namespace) -> dict:
     client_log.setLevel(logging.DEBUG)
     client_log.propagate = False
     client_log.addHandler(learned)
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks,
-                         "request.timeout.ms": args.request_timeout_ms,
-                         "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
-                         "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}",
-                         "debug": "topic"}, logger=client_log)
-    producer.list_topics(args.topic, timeout=30)     # metadata before the clock starts
+    conf = {"bootstrap.servers": args.bootstrap, "acks": args.acks,
+            "request.timeout.ms": args.request_timeout_ms,
+            "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
+            "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"}
+    if args.log_leader_moves:
+        # Only for the failover's producers: the first-write producer, with its debug
+        # lines for every one of 10k partitions, timed out loading metadata once (on a
+        # machine loaded 7x past its cores; the debug lines may or may not have been why).
+        conf.update(debug="topic", logger=client_log)
+    producer = Producer(conf)
+    producer.list_topics(args.topic, timeout=120)    # metadata before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
     started = learned.since = time.time()
@@ -210,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--request-timeout-ms", type=int, default=30000)
     produce.add_argument("--delivery-timeout-ms", type=int, default=120000)
     produce.add_argument("--client", choices=sorted(CLIENTS), default="kafka_ha")
+    produce.add_argument("--log-leader-moves", action="store_true",
+                         help="confluent: stamp when librdkafka moved each partition to a new leader")
     args = p.parse_args(argv)
     print(json.dumps(CLIENTS[args.client](args)), flush=True)
     return 0

@@ -63,12 +63,12 @@ class ProducerProcess:
     """``availability_probes produce`` in a child process: ready once it has metadata."""
 
     def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int,
-                 client: str = "kafka_ha") -> None:
+                 client: str = "kafka_ha", log_leader_moves: bool = False) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
              bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
              "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000",
-             "--client", client],
+             "--client", client] + (["--log-leader-moves"] if log_leader_moves else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the acks={acks} producer did not start")
@@ -178,7 +178,8 @@ class FailoverBench:
         survivors = [b for b in cluster.broker_ids if b != victim]
         producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
                                            cluster.bootstrap_of([victim]), partitions, acks,
-                                           self.args.request_timeout_ms, self.args.client)
+                                           self.args.request_timeout_ms, self.args.client,
+                                           log_leader_moves=True)
                      for acks in ("all", "1")}
         deleted = threading.Event()
         deleted_at: list[float] = []
