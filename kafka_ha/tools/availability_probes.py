@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import re
 import socket
 import struct
 import sys
@@ -134,54 +132,26 @@ def produce_each(args: argparse.Namespace) -> dict:
     return {"started": started, "acked": acked, "failed": failed}
 
 
-# librdkafka's "topic" debug line when a metadata answer moves a partition to a new
-# leader (rdkafka_topic.c, rd_kafka_toppar_leader_update); "to -1" is a leader it lost.
-LEADER_MIGRATED = re.compile(r"Topic (?P<topic>\S+) \[(?P<partition>\d+)\]: migrating from broker "
-                             r"-?\d+ to (?P<leader>-?\d+)")
-
-
-class LeaderLearned(logging.Handler):
-    """When librdkafka's metadata last gave each partition a live new leader (wall clock),
-    from its debug log, after ``since``.  confluent-kafka hands log lines over in ``poll()``,
-    so a stamp is when the probe's poll served the line: an upper bound, late by as much
-    as the probe process lags (on a machine loaded far past its cores, seconds)."""
-
-    def __init__(self, topic: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.topic, self.since = topic, float("inf")
-        self.at: dict[int, float] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        m = LEADER_MIGRATED.search(record.getMessage())
-        if m and m["topic"] == self.topic and int(m["leader"]) >= 0 and time.time() >= self.since:
-            self.at[int(m["partition"])] = time.time()
-
-
 def produce_each_confluent(args: argparse.Namespace) -> dict:
     """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from.
-    Its "topic" debug log also says when it learned each partition's new leader."""
+    With ``--log-leader-moves`` librdkafka writes its "topic" debug log to stderr, with its
+    own time stamps, which say when it moved each partition to a new leader
+    (failover_timeline.leader_moves).  No Python log callback: with one, a producer of 10k
+    partitions timed out loading metadata and then hung in its destructor."""
     from confluent_kafka import Producer
 
     partitions = [int(p) for p in args.partitions.split(",") if p]
-    learned = LeaderLearned(args.topic)
-    client_log = logging.getLogger(f"failover-bench-acks-{args.acks}")
-    client_log.setLevel(logging.DEBUG)
-    client_log.propagate = False
-    client_log.addHandler(learned)
     conf = {"bootstrap.servers": args.bootstrap, "acks": args.acks,
             "request.timeout.ms": args.request_timeout_ms,
             "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
             "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"}
     if args.log_leader_moves:
-        # Only for the failover's producers: the first-write producer, with its debug
-        # lines for every one of 10k partitions, timed out loading metadata once (on a
-        # machine loaded 7x past its cores; the debug lines may or may not have been why).
-        conf.update(debug="topic", logger=client_log)
+        conf["debug"] = "topic"
     producer = Producer(conf)
     producer.list_topics(args.topic, timeout=120)    # metadata before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
-    started = learned.since = time.time()
+    started = time.time()
     acked: dict[int, float] = {}
     failed: dict[int, str] = {}
 
@@ -197,7 +167,7 @@ def produce_each_confluent(args: argparse.Namespace) -> dict:
     while len(acked) + len(failed) < len(partitions) and time.monotonic() < deadline:
         producer.poll(0.01)                # delivery callbacks run here: stamps are +-10 ms
     producer.flush(1)
-    return {"started": started, "acked": acked, "failed": failed, "leader_learned": learned.at}
+    return {"started": started, "acked": acked, "failed": failed}
 
 
 CLIENTS = {"kafka_ha": produce_each, "confluent": produce_each_confluent}
@@ -216,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--delivery-timeout-ms", type=int, default=120000)
     produce.add_argument("--client", choices=sorted(CLIENTS), default="kafka_ha")
     produce.add_argument("--log-leader-moves", action="store_true",
-                         help="confluent: stamp when librdkafka moved each partition to a new leader")
+                         help="confluent: librdkafka's topic debug log to stderr (when it moved each "
+                              "partition to a new leader)")
     args = p.parse_args(argv)
     print(json.dumps(CLIENTS[args.client](args)), flush=True)
     return 0

@@ -63,13 +63,15 @@ class ProducerProcess:
     """``availability_probes produce`` in a child process: ready once it has metadata."""
 
     def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int,
-                 client: str = "kafka_ha", log_leader_moves: bool = False) -> None:
+                 client: str = "kafka_ha", log_leader_moves: Path | None = None) -> None:
+        # librdkafka's debug log (stamped by its own clock) goes to that file
+        self.stderr = open(log_leader_moves, "w") if log_leader_moves else None  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
              bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
              "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000",
              "--client", client] + (["--log-leader-moves"] if log_leader_moves else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=ROOT)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the acks={acks} producer did not start")
 
@@ -81,7 +83,11 @@ class ProducerProcess:
         out, _ = self.proc.communicate(timeout=timeout_s)
         data = json.loads(out.strip().splitlines()[-1])
         data["acked"] = {int(p): t for p, t in data["acked"].items()}
-        data["leader_learned"] = {int(p): t for p, t in data.get("leader_learned", {}).items()}
+        data["leader_learned"] = {}
+        if self.stderr is not None:
+            self.stderr.close()
+            data["leader_learned"] = tl.leader_moves(Path(self.stderr.name).read_text(errors="replace"),
+                                                     TOPIC, data["started"])
         return data
 
 
@@ -179,7 +185,8 @@ class FailoverBench:
         producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
                                            cluster.bootstrap_of([victim]), partitions, acks,
                                            self.args.request_timeout_ms, self.args.client,
-                                           log_leader_moves=True)
+                                           log_leader_moves=(cluster.dir / f"client-acks-{acks}.log"
+                                                             if self.args.client == "confluent" else None))
                      for acks in ("all", "1")}
         deleted = threading.Event()
         deleted_at: list[float] = []

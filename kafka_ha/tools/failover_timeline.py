@@ -128,3 +128,33 @@ def first_update_metadata(text: str, after: float, with_partitions: bool = True)
         if t >= after and (not with_partitions or int(m["count"]) > 0):
             return t
     return None
+
+
+# librdkafka's default log line on stderr: "%7|<seconds since the epoch>|TOPICUPD|<client>| ..."
+# and its "topic" debug line when a metadata answer gives a partition a new leader
+# (rdkafka_topic.c); "to -1" is a leader it lost, not one it learned.
+LEADER_MOVED = re.compile(r"^%\d\|(?P<ts>\d+\.\d+)\|\w+\|[^|]*\| ?.*?Topic (?P<topic>\S+) "
+                          r"\[(?P<partition>\d+)\]: migrating from broker -?\d+ to (?P<leader>\d+)", re.M)
+
+
+def leader_moves(text: str, topic: str, after: float) -> dict[int, float]:
+    """When librdkafka last moved each partition of ``topic`` to a live leader after ``after``,
+    by its own clock, from its debug log on stderr.
+
+    >>> text = ("%7|100.250|TOPICUPD|p#producer-1| [thrd:main]: Topic t [4]: migrating from "
+    ...         "broker 3 to -1 (leader is -1): leader lost\\n"
+    ...         "%7|101.500|TOPICUPD|p#producer-1| [thrd:main]: Topic t [4]: migrating from "
+    ...         "broker -1 to 2 (leader is 2): leader updated\\n"
+    ...         "%7|99.000|TOPICUPD|p#producer-1| [thrd:main]: Topic t [5]: migrating from "
+    ...         "broker -1 to 3 (leader is 3): leader updated\\n"
+    ...         "%7|101.700|TOPICUPD|p#producer-1| [thrd:main]: Topic u [6]: migrating from "
+    ...         "broker 3 to 1 (leader is 1): leader updated\\n")
+    >>> leader_moves(text, "t", after=100.0)
+    {4: 101.5}
+    """
+    out: dict[int, float] = {}
+    for m in LEADER_MOVED.finditer(text):
+        t = float(m["ts"])
+        if m["topic"] == topic and t >= after:
+            out[int(m["partition"])] = t
+    return out
