@@ -1,5 +1,6 @@
 """``kafka-server-start.sh CONFIG [--override key=value]...``: run one broker until
-SIGTERM or SIGINT; SIGHUP re-reads the file's ``logger.levels``.
+SIGTERM or SIGINT; SIGHUP re-reads the file's ``logger.levels``; SIGUSR1 and SIGUSR2
+append stack dumps to ``stacks.log`` in the log directory (broker/stack_dumps.py).
 
 The broker runs on gevent with the standard library monkey-patched.  That
 happens only when this module runs as the program (before anything else is
@@ -20,7 +21,7 @@ import sys  # noqa: E402
 import gevent  # noqa: E402
 from gevent import monkey  # noqa: E402
 
-from kafka_ha.broker import logging_setup  # noqa: E402
+from kafka_ha.broker import logging_setup, stack_dumps  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
 from kafka_ha.config import BrokerConfig, ConfigError, parse_override  # noqa: E402
 
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ConfigError) as e:
         print(f"Fatal error during KafkaServer startup: {e}", file=sys.stderr)
         return 1
-    logging_setup.configure(logging_setup.log_dir_for(path), max_bytes=config["logger.file.max.bytes"],
+    log_dir = logging_setup.log_dir_for(path)
+    logging_setup.configure(log_dir, max_bytes=config["logger.file.max.bytes"],
                             backups=config["logger.file.backups"], levels=config["logger.levels"])
     if config.ignored:
         # one %s per name: the flood guard cuts long arguments, and this list is long
@@ -103,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         levels[0] = fresh
         log.info("SIGHUP: logger levels now %s", ",".join(f"{n}={v}" for n, v in fresh) or "defaults")
     gevent.signal_handler(signal.SIGHUP, reload_levels)
+    stack_dumps.install(log_dir)     # a hung broker or controller can say where it waits
     _raise_open_files_limit()
     server = KafkaServer(config)
     servers.append(server)

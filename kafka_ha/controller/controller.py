@@ -148,6 +148,13 @@ class KafkaController:
             # (resign) and NewSession (re-register and re-elect) behind this event.
             log.warning("Abandoned %s: the ZooKeeper session ended (%s)", type(event).__name__,
                         str(error) or "session expired")
+            if isinstance(event, ev.NewSession) and not self._session_lost:
+                # But no loss since the one this event answers: no further NewSession
+                # will come (kazoo failed a request with "Connection has been closed"
+                # while the new session lived on), and the broker would stay unregistered.
+                # Handling it again is safe: registering and electing are idempotent.
+                log.warning("Handling NewSession again: no newer session loss was seen")
+                self.loop.put(ev.NewSession())
         else:
             log.exception("Error handling %s; the controller carries on", type(event).__name__,
                           exc_info=error)

@@ -133,15 +133,22 @@ def produce_each(args: argparse.Namespace) -> dict:
 
 
 def produce_each_confluent(args: argparse.Namespace) -> dict:
-    """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from."""
+    """The same with confluent-kafka (librdkafka), the client the issue's 34-37 s came from.
+    With ``--log-leader-moves`` librdkafka writes its "topic" debug log to stderr, with its
+    own time stamps, which say when it moved each partition to a new leader
+    (failover_timeline.leader_moves).  No Python log callback: with one, a producer of 10k
+    partitions timed out loading metadata and then hung in its destructor."""
     from confluent_kafka import Producer
 
     partitions = [int(p) for p in args.partitions.split(",") if p]
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks,
-                         "request.timeout.ms": args.request_timeout_ms,
-                         "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
-                         "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"})
-    producer.list_topics(args.topic, timeout=30)     # metadata before the clock starts
+    conf = {"bootstrap.servers": args.bootstrap, "acks": args.acks,
+            "request.timeout.ms": args.request_timeout_ms,
+            "message.timeout.ms": args.delivery_timeout_ms, "linger.ms": 5,
+            "retry.backoff.ms": 100, "client.id": f"failover-bench-acks-{args.acks}"}
+    if args.log_leader_moves:
+        conf["debug"] = "topic"
+    producer = Producer(conf)
+    producer.list_topics(args.topic, timeout=120)    # metadata before the clock starts
     print("ready", flush=True)
     sys.stdin.readline()
     started = time.time()
@@ -178,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--request-timeout-ms", type=int, default=30000)
     produce.add_argument("--delivery-timeout-ms", type=int, default=120000)
     produce.add_argument("--client", choices=sorted(CLIENTS), default="kafka_ha")
+    produce.add_argument("--log-leader-moves", action="store_true",
+                         help="confluent: librdkafka's topic debug log to stderr (when it moved each "
+                              "partition to a new leader)")
     args = p.parse_args(argv)
     print(json.dumps(CLIENTS[args.client](args)), flush=True)
     return 0

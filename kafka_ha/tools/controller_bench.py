@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -31,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kafka_ha.admin.assignment import assign_replicas
+from kafka_ha.broker import stack_dumps
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
 from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
@@ -175,7 +178,14 @@ class Bench:
                         if int(m["epoch"]) > 1 and int(m["id"]) == b:
                             return m
             return None
-        m = wait_for(new_controller_line, self.args.session_timeout_ms / 1000 + 600, "a new controller")
+        survivors = [b for b in (1, 2, 3) if b != old]
+        try:
+            m = wait_for(new_controller_line, self.args.session_timeout_ms / 1000 + 600,
+                         "a new controller")
+        except TimeoutError as e:
+            # A failover that never ends: say where each survivor waits before teardown.
+            raise TimeoutError(f"{e}; stack dumps in {', '.join(map(str, dump_stacks(cluster, survivors)))}"
+                               ) from e
         return {"load_ms": int(m["load_ms"]), "failover_ms": int(m["failover_ms"]),
                 "first_update_metadata_ms": int(m["announced_ms"]) if m["announced_ms"] else None,
                 "partitions": int(m["partitions"])}
@@ -183,6 +193,7 @@ class Bench:
     def run_size(self, partitions: int, reelect: bool) -> None:
         print(f"# {partitions} partitions", file=sys.stderr, flush=True)
         cluster, zk = self.cluster(f"bench-{partitions}")
+        finished = False
         try:
             tps, create_s = self.create_topics(zk, partitions)
             progress(f"controller created {len(tps)} partitions in {create_s:.2f} s")
@@ -201,10 +212,14 @@ class Bench:
             progress(f"new controller loaded {row['partitions']} partitions in {row['load_ms']} ms, "
                      f"failover done in {row['failover_ms']} ms")
             self.rows.append(row)
+            finished = True
         finally:
             zk.close()
             cluster.stop()
-            shutil.rmtree(cluster.dir, ignore_errors=True)
+            if finished:
+                shutil.rmtree(cluster.dir, ignore_errors=True)
+            else:
+                progress(f"kept {cluster.dir}: the brokers' logs and stack dumps of the failed run")
 
     def watches(self, topics: int) -> int:
         print(f"# watches for {topics} topics x 3 partitions", file=sys.stderr, flush=True)
@@ -220,6 +235,27 @@ class Bench:
             zk.close()
             cluster.stop()
             shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def dump_stacks(cluster, brokers: list[int], wait_s: float = 10.0) -> list[Path]:
+    """Ask each live broker of ``brokers`` for its greenlets' stacks (SIGUSR1,
+    broker/stack_dumps.py) and return the stacks.log files that grew within ``wait_s``."""
+    asked = []
+    for b in brokers:
+        pid = cluster.broker_pid(b)
+        if pid is None:
+            continue
+        path = cluster.broker_dir(b) / "logs" / stack_dumps.FILE_NAME
+        asked.append((path, path.stat().st_size if path.exists() else 0))
+        os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait_s
+    grown: list[Path] = []
+    while asked and time.monotonic() < deadline:
+        grown = [p for p, size in asked if p.exists() and p.stat().st_size > size]
+        if len(grown) == len(asked):
+            break
+        time.sleep(0.1)
+    return grown
 
 
 def wchs(port: int) -> int:

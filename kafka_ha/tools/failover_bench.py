@@ -63,13 +63,15 @@ class ProducerProcess:
     """``availability_probes produce`` in a child process: ready once it has metadata."""
 
     def __init__(self, bootstrap: str, partitions: list[int], acks: str, request_timeout_ms: int,
-                 client: str = "kafka_ha") -> None:
+                 client: str = "kafka_ha", log_leader_moves: Path | None = None) -> None:
+        # librdkafka's debug log (stamped by its own clock) goes to that file
+        self.stderr = open(log_leader_moves, "w") if log_leader_moves else None  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "produce", "--bootstrap",
              bootstrap, "--topic", TOPIC, "--partitions", ",".join(map(str, partitions)), "--acks", acks,
              "--request-timeout-ms", str(request_timeout_ms), "--delivery-timeout-ms", "300000",
-             "--client", client],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+             "--client", client] + (["--log-leader-moves"] if log_leader_moves else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=ROOT)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the acks={acks} producer did not start")
 
@@ -81,6 +83,11 @@ class ProducerProcess:
         out, _ = self.proc.communicate(timeout=timeout_s)
         data = json.loads(out.strip().splitlines()[-1])
         data["acked"] = {int(p): t for p, t in data["acked"].items()}
+        data["leader_learned"] = {}
+        if self.stderr is not None:
+            self.stderr.close()
+            data["leader_learned"] = tl.leader_moves(Path(self.stderr.name).read_text(errors="replace"),
+                                                     TOPIC, data["started"])
         return data
 
 
@@ -103,7 +110,9 @@ class FailoverBench:
                                    zk_session_timeout_ms=self.args.session_timeout_ms,
                                    broker_ports=free_ports(3),
                                    overrides={"auto.leader.rebalance.enable": False,
-                                              "min.insync.replicas": 2})
+                                              "min.insync.replicas": 2,
+                                              # one line per UpdateMetadata, for its phase
+                                              "logger.levels": "state.change.logger=DEBUG"})
             cluster.start()
             wait_for(lambda: len(zk.live_broker_ids()) == 3, 60, "3 registered brokers")
             wait_for(lambda: zk.controller_id() is not None, 60, "a controller")
@@ -175,7 +184,9 @@ class FailoverBench:
         survivors = [b for b in cluster.broker_ids if b != victim]
         producers = {acks: ProducerProcess(cluster.bootstrap_of(survivors) + "," +
                                            cluster.bootstrap_of([victim]), partitions, acks,
-                                           self.args.request_timeout_ms, self.args.client)
+                                           self.args.request_timeout_ms, self.args.client,
+                                           log_leader_moves=(cluster.dir / f"client-acks-{acks}.log"
+                                                             if self.args.client == "confluent" else None))
                      for acks in ("all", "1")}
         deleted = threading.Event()
         deleted_at: list[float] = []
@@ -240,6 +251,8 @@ class FailoverBench:
             changes = log_text(cluster, b, "state-change.log")
             applied = tl.first_per_partition(tl.LEADER_AND_ISR_DONE, changes, killed_at, tps)
             phases[f"broker {b}: LeaderAndIsr applied (last)"] = rel(max(applied.values(), default=None))
+            phases[f"broker {b}: UpdateMetadata with the new states received"] = rel(
+                tl.first_update_metadata(changes, handled.get("states_written", deleted_at)))
             server = log_text(cluster, b, "server.log")
             phases[f"broker {b}: truncation round done (last)"] = rel(
                 tl.last_match(tl.TRUNCATED, server, killed_at))
@@ -252,6 +265,11 @@ class FailoverBench:
             expands += tl.count_after(tl.EXPANDING, server, killed_at)
         phases["new leader: every ISR follower fetched from the epoch start"] = tl.percentiles(
             [t - killed_at for t in hw.values()])
+        if acks_all.get("leader_learned"):
+            # librdkafka's debug log: the metadata answer that named the new leader
+            phases["client: new leader learned from metadata (acks=all producer)"] = tl.percentiles(
+                [acks_all["leader_learned"][p] - killed_at for p in partitions
+                 if p in acks_all["leader_learned"]])
         phases["first acks=all accepted"] = tl.percentiles(
             [t - killed_at for t in acks_all["acked"].values()])
         phases["ISR shrinks / expands logged by leaders"] = f"{shrinks} / {expands}"
@@ -273,7 +291,9 @@ def method(args: argparse.Namespace) -> str:
             f"raw kazoo rewriting the same state znodes with pipelined multis, and the acks=1 "
             f"window. A loop stall is the slowest answer to an ApiVersions probe sent to each broker "
             f"every {args.probe_interval_ms} ms (ApiVersions does no work, so a slow answer is time "
-            f"the event loop spent elsewhere); the phases come from the brokers' logs.")
+            f"the event loop spent elsewhere); the phases come from the brokers' logs (UpdateMetadata "
+            f"from state-change.log at DEBUG) and, with confluent-kafka, from librdkafka's topic "
+            f"debug log (when it moved each partition to its new leader).")
 
 
 def longest_stall(per_broker: dict) -> float:

@@ -32,6 +32,10 @@ SHUTDOWN_SUCCEEDED = re.compile(STAMP + r"INFO Controlled shutdown of broker (?P
 # controller/controlled_shutdown.py, each time the controller moves the broker's work.
 SHUTDOWN_HANDLED = re.compile(STAMP + r"INFO Controlled shutdown of broker (?P<broker>\d+): "
                               r"(?P<changed>\d+) partitions changed, (?P<left>\d+) still led by it", re.M)
+# broker/metadata_cache.py, at DEBUG (the bench turns state.change.logger to DEBUG).
+UPDATE_METADATA = re.compile(
+    STAMP + r"DEBUG Broker (?P<broker>\d+) cached UpdateMetadata correlation id \d+ from controller "
+    r"\d+ epoch \d+: (?P<count>\d+) partitions, live brokers \[(?P<live>[\d, ]*)\]", re.M)
 EXPANDING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Expanding ISR",
                        re.M)
 SHRINKING = re.compile(STAMP + r"INFO Partition (?P<tp>\S+) on broker (?P<broker>\d+): Shrinking ISR",
@@ -102,3 +106,55 @@ def last_match(pattern: re.Pattern, text: str, after: float) -> float | None:
 
 def count_after(pattern: re.Pattern, text: str, after: float) -> int:
     return sum(1 for m in pattern.finditer(text) if log_time(m["ts"]) >= after)
+
+
+def first_update_metadata(text: str, after: float, with_partitions: bool = True) -> float | None:
+    """When the first UpdateMetadata after ``after`` was cached (with at least one partition
+    state if ``with_partitions``: the controller's answer to a broker failure carries the new
+    leaders), or None.
+
+    >>> text = ("[2026-01-01 10:00:01,000] DEBUG Broker 2 cached UpdateMetadata correlation id 7 "
+    ...         "from controller 1 epoch 1: 0 partitions, live brokers [1, 2] (x)\\n"
+    ...         "[2026-01-01 10:00:01,250] DEBUG Broker 2 cached UpdateMetadata correlation id 8 "
+    ...         "from controller 1 epoch 1: 3333 partitions, live brokers [1, 2] (x)\\n")
+    >>> t0 = log_time("2026-01-01 10:00:00,000")
+    >>> first_update_metadata(text, t0) - t0, first_update_metadata(text, t0, False) - t0
+    (1.25, 1.0)
+    >>> first_update_metadata(text, t0 + 2) is None
+    True
+    """
+    for m in UPDATE_METADATA.finditer(text):
+        t = log_time(m["ts"])
+        if t >= after and (not with_partitions or int(m["count"]) > 0):
+            return t
+    return None
+
+
+# librdkafka's default log line on stderr: "%7|<seconds since the epoch>|TOPICUPD|<client>| ..."
+# and its "topic" debug line when a metadata answer gives a partition a new leader
+# (rdkafka_topic.c); "to -1" is a leader it lost, not one it learned.
+LEADER_MOVED = re.compile(r"^%\d\|(?P<ts>\d+\.\d+)\|\w+\|[^|]*\| ?.*?Topic (?P<topic>\S+) "
+                          r"\[(?P<partition>\d+)\]: migrating from broker -?\d+ to (?P<leader>\d+)", re.M)
+
+
+def leader_moves(text: str, topic: str, after: float) -> dict[int, float]:
+    """When librdkafka last moved each partition of ``topic`` to a live leader after ``after``,
+    by its own clock, from its debug log on stderr.
+
+    >>> text = ("%7|100.250|TOPICUPD|p#producer-1| [thrd:main]: Topic t [4]: migrating from "
+    ...         "broker 3 to -1 (leader is -1): leader lost\\n"
+    ...         "%7|101.500|TOPICUPD|p#producer-1| [thrd:main]: Topic t [4]: migrating from "
+    ...         "broker -1 to 2 (leader is 2): leader updated\\n"
+    ...         "%7|99.000|TOPICUPD|p#producer-1| [thrd:main]: Topic t [5]: migrating from "
+    ...         "broker -1 to 3 (leader is 3): leader updated\\n"
+    ...         "%7|101.700|TOPICUPD|p#producer-1| [thrd:main]: Topic u [6]: migrating from "
+    ...         "broker 3 to 1 (leader is 1): leader updated\\n")
+    >>> leader_moves(text, "t", after=100.0)
+    {4: 101.5}
+    """
+    out: dict[int, float] = {}
+    for m in LEADER_MOVED.finditer(text):
+        t = float(m["ts"])
+        if m["topic"] == topic and t >= after:
+            out[int(m["partition"])] = t
+    return out

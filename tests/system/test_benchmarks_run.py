@@ -24,6 +24,9 @@ def test_failover_bench_writes_its_window_and_floor(tmp_path):
                                                        "acks=1 writable again (max)"]
     page = render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
     assert any(p.name == "bench-failover-window.svg" for p in page)
+    # each survivor logged the UpdateMetadata that carried the new leaders
+    received = [v for k, v in row["phases"].items() if "UpdateMetadata" in k]
+    assert len(received) == 2 and all(v is not None and v > 0 for v in received)
 
 
 def test_controller_bench_writes_its_writes_against_the_floor(tmp_path):

@@ -8,6 +8,8 @@ from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
+from kafka_ha.zk.errors import ZkSessionExpired
+from kafka_ha.zk.mapped_client import SessionState
 from tests.harness.controller_driver import ControllerUnderTest, FakeBrokers, new_cluster, states
 from tests.harness.fake_controller_store import (prepare_namespace, read_state, take_over,
                                                  write_state, write_topic)
@@ -163,3 +165,26 @@ def test_controlled_shutdown_asked_of_a_broker_that_is_not_the_controller():
     reply = AsyncResult()
     other.handle(ev.ControlledShutdownRequest(2, reply))
     assert reply.get(block=False)["error_code"] == ErrorCode.NOT_CONTROLLER
+
+
+def test_a_new_session_handler_cut_short_without_a_further_loss_runs_again():
+    """Seen in a 10k-partition failover bench on an overloaded machine: the broker's
+    NewSession handling failed with kazoo's "Connection has been closed" (a session
+    error) while its new session lived on, so no further NewSession came and the
+    broker stayed unregistered for minutes.  The handler must run again then."""
+    zk, _, controller = new_cluster((1, 2), {"t": {0: (1, 2)}})
+    controller.controller._session_listener(SessionState.LOST)
+    controller.run_pending()
+    controller.session.close()  # ZooKeeper removes the old session's ephemerals
+    register = controller.controller._register_broker
+    failures = []
+
+    def cut_short():
+        if not failures:
+            failures.append(1)
+            raise ZkSessionExpired("Connection has been closed")
+        register()
+    controller.controller._register_broker = cut_short
+    controller.controller._session_listener(SessionState.CONNECTED)
+    controller.run_pending()
+    assert failures and "1" in zk.client().get_children("/brokers/ids")
