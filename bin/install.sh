@@ -92,7 +92,9 @@ else
   fi
 fi
 
-want="$(cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+# The checkout's path is part of the stamp: the editable install points at one checkout, and
+# a virtualenv shared by two (a symlinked .venv in a git worktree) must be repointed.
+want="$( (cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null; echo "$ROOT") | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" = "$have" ] && (cd / && "$VENV/bin/python" -c \
     'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, prometheus_client, pytest, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
