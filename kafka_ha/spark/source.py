@@ -1,16 +1,13 @@
 """``kafka_ha``: a PySpark (4.2+) Python data source for kafka-ha topics.
 
-    from kafka_ha.spark import KafkaHaDataSource
-    spark.dataSource.register(KafkaHaDataSource)
     df = (spark.read.format("kafka_ha").option("bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "events").load())
 
 Reading (batch and ``readStream``) follows Spark's Kafka source: the same
 schema (key, value, topic, partition, offset, timestamp, timestampType), the
-same options (``subscribe`` / ``subscribePattern`` / ``assign``,
-``startingOffsets``, ``endingOffsets``, ``failOnDataLoss``, ``minPartitions``,
-``maxOffsetsPerTrigger``) and the same offset JSON in checkpoints
-(``{"topic": {"0": next_offset}}``).  Writing (``write`` / ``writeStream``)
+same options (:mod:`kafka_ha.spark.option_names` lists them; an unknown one is
+an error) and the same offset JSON in checkpoints (``{"topic": {"0": next_offset}}``).
+Start and end bounds, timestamps included, are in :mod:`kafka_ha.spark.bounds`.  Writing (``write`` / ``writeStream``)
 lives in :mod:`kafka_ha.spark.sink`.
 
 One input partition per topic partition (split further by ``minPartitions``),
