@@ -26,7 +26,9 @@ from tests.spark.helpers import batch_rows, consume, produce, reader, write
 
 pytestmark = pytest.mark.system
 
-BASE_MS = 1_700_000_000_000   # record i of a partition has timestamp BASE_MS + 10 * i
+# Record i of a partition has timestamp BASE_MS + 10 * i: an hour ago, well inside the
+# default retention.ms (7 days), which the module cluster enforces every 100 ms.
+BASE_MS = (int(time.time()) - 3600) * 1000
 
 
 @pytest.fixture(scope="module")
