@@ -5,7 +5,9 @@
 #      KAFKA_HA_WITH_PROMETHEUS=0;
 #   2. <root>/.venv (python3 -m venv; python3-venv from Debian if the module is missing);
 #   3. pip install -e "<root>[test,spark]" into it, skipped while the project imports and
-#      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp).
+#      setup.cfg/pyproject.toml are unchanged (their hash is kept in .venv/.kafka-ha-stamp);
+#   4. <site-packages>/kafka_ha_spark_plugin.pth naming <root>/spark_plugin, so that Spark
+#      finds pyspark_kafka_ha and registers format("kafka_ha") by itself (see docs/spark.md).
 # One line per step on stdout; the output of apt-get/pip is shown only when they fail.
 set -euo pipefail
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
@@ -103,5 +105,14 @@ else
   step "pip install -e $ROOT[test,spark]"
   quietly "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[test,spark]"
   echo "$want" >"$STAMP"
+fi
+# Spark's data-source lookup lists top-level modules with pkgutil, which does not see the
+# modules of setuptools' editable finder: a path entry makes pyspark_kafka_ha a real file.
+site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+if [ "$(cat "$site/kafka_ha_spark_plugin.pth" 2>/dev/null || true)" = "$ROOT/spark_plugin" ]; then
+  step "spark plugin path present"
+else
+  step "spark plugin path $site/kafka_ha_spark_plugin.pth -> $ROOT/spark_plugin"
+  echo "$ROOT/spark_plugin" >"$site/kafka_ha_spark_plugin.pth"
 fi
 step "done; python is $VENV/bin/python"

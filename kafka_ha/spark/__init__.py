@@ -1,5 +1,9 @@
 """PySpark (4.2+) data source for kafka-ha: ``spark.read/readStream/write/writeStream.format("kafka_ha")``.
 
+Installed with ``bash bin/install.sh`` (or a wheel), Spark registers the format by itself
+through the top-level ``pyspark_kafka_ha`` module (spark_plugin/).  Registering it
+explicitly still works::
+
     from kafka_ha.spark import KafkaHaDataSource
     spark.dataSource.register(KafkaHaDataSource)
 

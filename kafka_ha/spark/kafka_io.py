@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -21,6 +22,7 @@ from kafka_ha.client.offsets import EARLIEST, LATEST, OffsetClient
 from kafka_ha.model import TopicPartition
 
 from .arrow import records_to_batch
+from .option_names import client_option
 from .options import Subscription, option, parse_int
 
 log = logging.getLogger(__name__)
@@ -32,8 +34,32 @@ class SourceError(RuntimeError):
     """A failure of the kafka_ha source or sink with a message meant for the user."""
 
 
+# Spark's Kafka source ends a data-loss message with one of these two texts (failOnDataLoss
+# true: the error; false: the warning); users search for them, so they are kept word for word.
+DATA_LOSS_FAILS = (
+    'Some data may have been lost because they are not available in Kafka any more; either the '
+    'data was aged out by Kafka or the topic may have been deleted before all the data in the '
+    'topic was processed. If you don\'t want your streaming query to fail on such cases, set '
+    'the source option "failOnDataLoss" to "false".')
+DATA_LOSS_WARNS = (
+    'Some data may have been lost because they are not available in Kafka any more; either the '
+    'data was aged out by Kafka or the topic may have been deleted before all the data in the '
+    'topic was processed. If you want your streaming query to fail on such cases, set the '
+    'source option "failOnDataLoss" to "true".')
+
+
 class DataLossError(SourceError):
-    """Offsets that should be read are gone (retention, truncation, a deleted topic)."""
+    """Offsets that should be read are gone (retention, truncation, a deleted topic).
+
+    The message is what happened, then Spark's instruction (:data:`DATA_LOSS_FAILS`).
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}. {DATA_LOSS_FAILS}")
+
+
+def warn_data_loss(what: str) -> None:
+    log.warning("%s. %s", what, DATA_LOSS_WARNS)
 
 
 @dataclass(frozen=True)
@@ -47,27 +73,55 @@ class ClientSettings:
     batch_rows: int = 10000              # rows per Arrow batch handed to Spark
     metadata_retries: int = 3            # Spark's fetchOffset.numRetries
     retry_interval_ms: int = 10          # Spark's fetchOffset.retryIntervalMs
+    fetch_max_wait_ms: int = 500
+    fetch_min_bytes: int = 1
+    client_id: str = "kafka-ha-spark"    # "-driver" / "-executor" are appended
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> ClientSettings:
+    def from_options(cls, options: Mapping[str, str], role: str = "source") -> ClientSettings:
+        """``role`` is "source" (streaming) or "relation" (batch), as in Spark's group ids."""
+        def client_int(key, default, minimum):
+            return parse_int(key, client_option(options, key), default, minimum)
+
         return cls(resolve_bootstrap(options),
-                   parse_int("request.timeout.ms", option(options, "request.timeout.ms"),
-                             30000, 1),
-                   parse_int("max.partition.fetch.bytes",
-                             option(options, "max.partition.fetch.bytes"), 4 * 1048576, 1024),
+                   client_int("request.timeout.ms", 30000, 1),
+                   client_int("max.partition.fetch.bytes", 4 * 1048576, 1024),
                    parse_int("kafkaConsumer.pollTimeoutMs",
                              option(options, "kafkaConsumer.pollTimeoutMs"), 120000, 1),
                    parse_int("arrowBatchRows", option(options, "arrowBatchRows"), 10000, 1),
                    parse_int("fetchOffset.numRetries", option(options, "fetchOffset.numRetries"),
                              3, 0),
                    parse_int("fetchOffset.retryIntervalMs",
-                             option(options, "fetchOffset.retryIntervalMs"), 10, 0))
+                             option(options, "fetchOffset.retryIntervalMs"), 10, 0),
+                   client_int("fetch.max.wait.ms", 500, 0),
+                   client_int("fetch.min.bytes", 1, 1),
+                   client_id_for(options, role))
+
+
+def client_id_for(options: Mapping[str, str], role: str) -> str:
+    """The client id of this read: ``client.id``, else ``group.id``, else Spark's generated
+    group id ``<groupIdPrefix>-<uuid>`` (prefix ``spark-kafka-source`` for streams,
+    ``spark-kafka-relation`` for batch reads).  There is no consumer group (positions live in
+    Spark's checkpoint), so the name only identifies the query's connections to the brokers.
+
+    >>> client_id_for({"groupIdPrefix": "etl"}, "source")[:4], client_id_for({}, "relation")[:21]
+    ('etl-', 'spark-kafka-relation-')
+    >>> client_id_for({"kafka.group.id": "g", "groupIdPrefix": "etl"}, "source")
+    'g'
+    """
+    fixed = client_option(options, "client.id") or client_option(options, "group.id")
+    if fixed:
+        return fixed
+    prefix = option(options, "groupIdPrefix") or f"spark-kafka-{role}"
+    if not prefix.strip():
+        raise ValueError("option 'groupIdPrefix' must not be empty")
+    return f"{prefix}-{uuid.uuid4()}"
 
 
 def resolve_bootstrap(options: Mapping[str, str]) -> str:
     """``bootstrap.servers`` (or Spark's ``kafka.bootstrap.servers``), else the brokers
     registered under ``zookeeper.connect``."""
-    servers = option(options, "bootstrap.servers") or option(options, "kafka.bootstrap.servers")
+    servers = client_option(options, "bootstrap.servers")
     if servers:
         return servers
     connect = option(options, "zookeeper.connect")
@@ -103,7 +157,7 @@ class OffsetLookup:
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
-        self.cluster = ClusterMetadata(settings.bootstrap_servers, "kafka-ha-spark",
+        self.cluster = ClusterMetadata(settings.bootstrap_servers, settings.client_id + "-driver",
                                        settings.request_timeout_ms)
         self.offsets = OffsetClient(self.cluster, settings.request_timeout_ms / 1000.0)
 
@@ -167,6 +221,15 @@ class OffsetLookup:
         """High watermarks: the end of the committed data, as consumers see it."""
         return self._list(tps, LATEST)
 
+    def by_timestamp(self, stamps: dict[TP, int]) -> dict[TP, int | None]:
+        """The first offset whose record's timestamp is >= the partition's timestamp, or
+        None where no committed record is that late (one ListOffsets round per timestamp)."""
+        out: dict[TP, int | None] = {}
+        for stamp in sorted(set(stamps.values())):
+            found = self._list([tp for tp, s in stamps.items() if s == stamp], stamp)
+            out.update({tp: (None if offset < 0 else offset) for tp, offset in found.items()})
+        return out
+
     def _list(self, tps, timestamp: int) -> dict[TP, int]:
         tps = [TopicPartition(*tp) for tp in tps]
         if not tps:
@@ -176,7 +239,8 @@ class OffsetLookup:
         except NoBrokersAvailable as exc:
             raise _unreachable(self.settings, exc) from exc
         except KafkaError as exc:
-            which = "earliest" if timestamp == EARLIEST else "latest"
+            which = ("earliest" if timestamp == EARLIEST else "latest" if timestamp == LATEST
+                     else f"timestamp {timestamp}")
             raise SourceError(f"cannot list the {which} offsets of "
                               f"{', '.join(f'[{t},{p}]' for t, p in tps)}: {exc}") from exc
         return {(tp.topic, tp.partition): o for tp, o in found.items()}
@@ -194,9 +258,11 @@ def read_range(settings: ClientSettings, topic: str, partition: int, start: int,
     """
     tp = (topic, partition)
     consumer = Consumer(settings.bootstrap_servers, auto_offset_reset="none",
-                        fetch_max_wait_ms=500, request_timeout_ms=settings.request_timeout_ms,
+                        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+                        fetch_min_bytes=settings.fetch_min_bytes,
+                        request_timeout_ms=settings.request_timeout_ms,
                         max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
-                        client_id="kafka-ha-spark-reader")
+                        client_id=settings.client_id + "-executor")
     try:
         consumer.assign([tp])
         position = start
@@ -245,15 +311,14 @@ def _after_out_of_range(consumer: Consumer, tp: TP, position: int, end: int,
     if position < log_start:
         lost = f"offsets {position}..{min(log_start, end) - 1} of [{tp[0]},{tp[1]}]"
         if fail_on_data_loss:
-            raise DataLossError(
-                f"{lost} are no longer in the log (its start offset is now {log_start}; deleted "
-                f"by retention?). Some data was lost; set failOnDataLoss=false to skip it.")
-        log.warning("%s were lost (log start is %d); skipping them", lost, log_start)
+            raise DataLossError(f"{lost} are no longer in the log (its start offset is now "
+                                f"{log_start}; deleted by retention?)")
+        warn_data_loss(f"{lost} were skipped: the log now starts at {log_start}")
         return min(log_start, end)
     high = consumer.end_offsets([tp])[TopicPartition(*tp)]
     if fail_on_data_loss:
-        raise DataLossError(
-            f"offset {position} of [{tp[0]},{tp[1]}] is beyond the end of the log ({high}): the "
-            f"partition was truncated or its topic re-created. Set failOnDataLoss=false to skip.")
-    log.warning("offset %d of %s is beyond the log end %d; skipping to %d", position, tp, high, end)
+        raise DataLossError(f"offset {position} of [{tp[0]},{tp[1]}] is beyond the end of the "
+                            f"log ({high}): the partition was truncated or its topic re-created")
+    warn_data_loss(f"offsets {position}..{end - 1} of [{tp[0]},{tp[1]}] were skipped: the log "
+                   f"ends at {high}")
     return end

@@ -216,3 +216,68 @@ def offsets_from_json(value: Mapping[str, Mapping[str, int]]) -> dict[tuple[str,
     {('a', 0): 1, ('a', 3): 9}
     """
     return {(topic, int(p)): int(o) for topic, parts in value.items() for p, o in parts.items()}
+
+
+_DURATION_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000,
+                   "d": 86400000}
+
+
+def parse_duration_ms(name: str, text: str | None, default: str) -> int:
+    """Spark's time strings (``500ms``, ``30s``, ``15m``, ``1h``; a bare number is ms).
+
+    >>> parse_duration_ms("maxTriggerDelay", None, "15m"), parse_duration_ms("d", "2s", "0")
+    (900000, 2000)
+    >>> parse_duration_ms("maxTriggerDelay", "soon", "15m")
+    Traceback (most recent call last):
+    ...
+    ValueError: option 'maxTriggerDelay' must be a duration like 500ms, 30s, 15m or 1h, not 'soon'
+    """
+    raw = (default if text is None else text).strip().lower()
+    match = re.fullmatch(r"(\d+)\s*([a-z]*)", raw)
+    if not match or match.group(2) not in ("",) + tuple(_DURATION_UNITS):
+        raise ValueError(f"option {name!r} must be a duration like 500ms, 30s, 15m or 1h, "
+                         f"not {text!r}")
+    return int(int(match.group(1)) * _DURATION_UNITS.get(match.group(2) or "ms", 1))
+
+
+def parse_timestamp(name: str, text: str | None) -> int | None:
+    """A timestamp option in milliseconds since the epoch (None if unset).
+
+    >>> parse_timestamp("startingTimestamp", "1700000000000")
+    1700000000000
+    >>> parse_timestamp("startingTimestamp", "-5")
+    Traceback (most recent call last):
+    ...
+    ValueError: option 'startingTimestamp' must be milliseconds since the epoch (>= 0), not '-5'
+    """
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"option {name!r} must be milliseconds since the epoch (>= 0), "
+                         f"not {text!r}")
+    return value
+
+
+def parse_timestamps_json(name: str, text: str | None) -> dict[tuple[str, int], int] | None:
+    """``{"t": {"0": 1700000000000}}`` to ``{(topic, partition): timestamp}`` (None if unset).
+
+    >>> parse_timestamps_json("startingOffsetsByTimestamp", '{"t": {"1": 5, "0": 7}}')
+    {('t', 1): 5, ('t', 0): 7}
+    """
+    if text is None:
+        return None
+    value = _json_object(name, text)
+    shape = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
+    result = {}
+    for topic, parts in value.items():
+        if not isinstance(parts, dict):
+            raise ValueError(f"option {name!r} must look like {shape}, not {text!r}")
+        for part, stamp in parts.items():
+            if not str(part).isdigit() or type(stamp) is not int or stamp < 0:
+                raise ValueError(f"option {name!r} must look like {shape}, not {text!r}")
+            result[(topic, int(part))] = stamp
+    return result

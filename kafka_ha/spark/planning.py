@@ -39,8 +39,16 @@ class OffsetRange(InputPartition):
         return f"OffsetRange([{self.topic},{self.partition}] {self.start}..{self.end})"
 
 
-def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None,
+                 max_records: int | None = None) -> list[OffsetRange]:
     """Drop empty ranges; with ``min_partitions`` more than the ranges left, split big ones.
+    With ``max_records`` (Spark's ``maxRecordsPerPartition``) no piece has more offsets than
+    that, and there are still at least ``min_partitions`` pieces.
+
+    >>> [(r.start, r.end) for r in split_ranges([OffsetRange("t", 0, 0, 10)], 2, 4)]
+    [(0, 3), (3, 6), (6, 10)]
+    >>> [(r.start, r.end) for r in split_ranges([OffsetRange("t", 0, 0, 10)], 5, 4)]
+    [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
 
     Like Spark's ``KafkaOffsetRangeCalculator`` the pieces are shared out in
     proportion to the ranges' sizes, but by largest remainder, so the result
@@ -53,6 +61,12 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
     [2, 25, 25, 25, 25]
     """
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        def cut(rs):
+            return [piece for r in rs for piece in _cut(r, -(-r.size // max_records))]
+        by_max = cut(ranges)
+        return by_max if len(by_max) >= (min_partitions or 0) else cut(
+            split_ranges(ranges, min_partitions))
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
@@ -66,15 +80,39 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
                 break
             if pieces[i] < ranges[i].size:
                 pieces[i] += 1
+    return [piece for r, parts in zip(ranges, pieces) for piece in _cut(r, parts)]
+
+
+def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` consecutive pieces whose sizes differ by at most one."""
     out: list[OffsetRange] = []
-    for r, parts in zip(ranges, pieces):
-        remaining, start = r.size, r.start
-        for i in range(parts):
-            this = remaining // (parts - i)
-            remaining -= this
-            out.append(OffsetRange(r.topic, r.partition, start, start + this))
-            start += this
+    remaining, start = r.size, r.start
+    for i in range(parts):
+        this = remaining // (parts - i)
+        remaining -= this
+        out.append(OffsetRange(r.topic, r.partition, start, start + this))
+        start += this
     return out
+
+
+def delay_batch(backlog: int, min_offsets: int, now_ms: float, last_trigger_ms: float,
+                max_delay_ms: int) -> tuple[bool, float]:
+    """Spark's ``minOffsetsPerTrigger`` / ``maxTriggerDelay`` decision: ``(delay, last_trigger_ms)``.
+
+    A batch waits while fewer than ``min_offsets`` offsets are new, unless
+    ``max_delay_ms`` has passed since the last batch let through (the first call
+    never waits).  ``last_trigger_ms`` moves to ``now_ms`` whenever a batch may run.
+
+    >>> delay_batch(10, 50, now_ms=1000, last_trigger_ms=900, max_delay_ms=500)
+    (True, 900)
+    >>> delay_batch(60, 50, now_ms=1000, last_trigger_ms=900, max_delay_ms=500)
+    (False, 1000)
+    >>> delay_batch(10, 50, now_ms=1400, last_trigger_ms=900, max_delay_ms=500)
+    (False, 1400)
+    """
+    if now_ms - last_trigger_ms >= max_delay_ms or backlog >= min_offsets:
+        return False, now_ms
+    return True, last_trigger_ms
 
 
 def cap_by_backlog(start: Mapping[TP, int], end: Mapping[TP, int], max_rows: int) -> dict[TP, int]:

@@ -29,6 +29,7 @@ from kafka_ha.client import NoBrokersAvailable, Producer
 from kafka_ha.client.producer import parse_acks
 
 from .kafka_io import SourceError, resolve_bootstrap
+from .option_names import client_option
 from .options import option, parse_int
 
 log = logging.getLogger(__name__)
@@ -100,13 +101,17 @@ class _Write:
         self.bootstrap = resolve_bootstrap(options)
         self.topic = option(options, "topic")
         _check_columns(schema, self.topic)
-        self.acks = option(options, "acks", "all")
-        self.compression = option(options, "compression", "none")
-        self.linger_ms = parse_int("linger.ms", option(options, "linger.ms"), 5, 0)
-        self.batch_size = parse_int("batch.size", option(options, "batch.size"), 65536, 1)
-        self.max_block_ms = parse_int("max.block.ms", option(options, "max.block.ms"), 60000, 1)
-        self.delivery_timeout_ms = parse_int("delivery.timeout.ms",
-                                             option(options, "delivery.timeout.ms"), 120000, 1)
+        # producer settings: "<key>" or Spark's "kafka.<key>"
+        self.acks = client_option(options, "acks", "all")
+        self.compression = option(options, "compression") or client_option(
+            options, "compression.type", "none")
+        self.linger_ms = parse_int("linger.ms", client_option(options, "linger.ms"), 5, 0)
+        self.batch_size = parse_int("batch.size", client_option(options, "batch.size"), 65536, 1)
+        self.max_block_ms = parse_int("max.block.ms", client_option(options, "max.block.ms"),
+                                      60000, 1)
+        self.delivery_timeout_ms = parse_int(
+            "delivery.timeout.ms", client_option(options, "delivery.timeout.ms"), 120000, 1)
+        self.client_id = client_option(options, "client.id", "kafka-ha-spark-writer")
         parse_acks(self.acks)
 
     def _write(self, batches: Iterator[pa.RecordBatch]) -> KafkaHaCommitMessage:
@@ -114,7 +119,7 @@ class _Write:
                             linger_ms=self.linger_ms, batch_size=self.batch_size,
                             max_block_ms=self.max_block_ms,
                             delivery_timeout_ms=self.delivery_timeout_ms,
-                            client_id="kafka-ha-spark-writer")
+                            client_id=self.client_id)
         message = KafkaHaCommitMessage()
         failures: list[BaseException] = []
         counts = message.by_partition

@@ -1,16 +1,13 @@
 """``kafka_ha``: a PySpark (4.2+) Python data source for kafka-ha topics.
 
-    from kafka_ha.spark import KafkaHaDataSource
-    spark.dataSource.register(KafkaHaDataSource)
     df = (spark.read.format("kafka_ha").option("bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "events").load())
 
 Reading (batch and ``readStream``) follows Spark's Kafka source: the same
 schema (key, value, topic, partition, offset, timestamp, timestampType), the
-same options (``subscribe`` / ``subscribePattern`` / ``assign``,
-``startingOffsets``, ``endingOffsets``, ``failOnDataLoss``, ``minPartitions``,
-``maxOffsetsPerTrigger``) and the same offset JSON in checkpoints
-(``{"topic": {"0": next_offset}}``).  Writing (``write`` / ``writeStream``)
+same options (:mod:`kafka_ha.spark.option_names` lists them; an unknown one is
+an error) and the same offset JSON in checkpoints (``{"topic": {"0": next_offset}}``).
+Start and end bounds, timestamps included, are in :mod:`kafka_ha.spark.bounds`.  Writing (``write`` / ``writeStream``)
 lives in :mod:`kafka_ha.spark.sink`.
 
 One input partition per topic partition (split further by ``minPartitions``),
@@ -27,14 +24,17 @@ from typing import Iterator, Mapping
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
                                     InputPartition)
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
-                                              SupportsTriggerAvailableNow)
+                                              ReadMinRows, SupportsTriggerAvailableNow)
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
 
-from .kafka_io import ClientSettings, DataLossError, OffsetLookup, SourceError, read_range
-from .options import (EARLIEST, LATEST, Subscription, offsets_from_json, offsets_to_json, option,
-                      parse_bool, parse_int, parse_offsets_spec)
-from .planning import OffsetRange, cap_by_backlog, split_ranges
+from .bounds import Bounds
+from .kafka_io import (ClientSettings, DataLossError, OffsetLookup, SourceError, read_range,
+                       warn_data_loss)
+from .option_names import check_known
+from .options import (Subscription, offsets_from_json, offsets_to_json, option, parse_bool,
+                      parse_duration_ms, parse_int)
+from .planning import OffsetRange, cap_by_backlog, delay_batch, split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ def _not_below_log_start(tp, start: int, log_start: int, fail_on_data_loss: bool
     if fail_on_data_loss:
         raise DataLossError(
             f"startingOffsets {start} of {_tp(tp)} is below the log start offset {log_start}: "
-            f"offsets {start}..{log_start - 1} are no longer in the log. Set "
-            f"failOnDataLoss=false to start at the log start instead.")
+            f"offsets {start}..{log_start - 1} are no longer in the log")
+    warn_data_loss(f"{_tp(tp)} starts at its log start {log_start}, not at {start}")
     return log_start
 
 
@@ -85,45 +85,54 @@ class KafkaHaDataSource(DataSource):
 
     def schema(self) -> StructType:
         # called by load(): report option mistakes now rather than when the query runs
+        check_known(self.options, "source")
         Subscription.parse(self.options)
         return _schema_for(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        check_known(self.options, "source")
         _check_schema(schema, self.options)
         return KafkaHaBatchReader(self.options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        check_known(self.options, "source")
         _check_schema(schema, self.options)
         return KafkaHaStreamReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool):
         from .sink import KafkaHaWriter
+        check_known(self.options, "sink")
         return KafkaHaWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         from .sink import KafkaHaStreamWriter
+        check_known(self.options, "sink")
         return KafkaHaStreamWriter(self.options, schema, overwrite)
 
 
 class _ReaderBase:
     """Options shared by the batch and the stream reader (parsed on the driver side)."""
 
-    def _parse_common(self, options: Mapping[str, str]) -> None:
+    def _parse_common(self, options: Mapping[str, str], role: str) -> None:
         self.subscription = Subscription.parse(options)
-        self.settings = ClientSettings.from_options(options)
+        self.settings = ClientSettings.from_options(options, role)
         self.fail_on_data_loss = parse_bool("failOnDataLoss", option(options, "failOnDataLoss"))
         self.min_partitions = parse_int("minPartitions", option(options, "minPartitions"),
                                         None, 1)
+        self.max_records = parse_int("maxRecordsPerPartition",
+                                     option(options, "maxRecordsPerPartition"), None, 1)
         self.include_headers = parse_bool("includeHeaders", option(options, "includeHeaders"),
                                           False)
 
-    def _check_named(self, name: str, spec, tps: list[TP]) -> None:
-        if isinstance(spec, dict):
-            unknown = sorted(set(spec) - set(tps))
-            if unknown:
-                raise SourceError(f"{name} names partitions outside the subscription "
-                                  f"({self.subscription.describe()}): "
-                                  f"{', '.join(map(_tp, unknown))}")
+    def _check_named(self, bounds: Bounds, tps: list[TP]) -> None:
+        unknown = sorted(set(bounds.named_partitions()) - set(tps))
+        if unknown:
+            raise SourceError(f"{bounds.source} names partitions outside the subscription "
+                              f"({self.subscription.describe()}): "
+                              f"{', '.join(map(_tp, unknown))}")
+
+    def _split(self, ranges: list[OffsetRange]) -> list[OffsetRange]:
+        return split_ranges(ranges, self.min_partitions, self.max_records)
 
     def _read(self, partition: InputPartition) -> Iterator:
         if not isinstance(partition, OffsetRange):   # Spark's placeholder for "no partitions"
@@ -134,25 +143,24 @@ class _ReaderBase:
 
 class KafkaHaBatchReader(_ReaderBase, DataSourceReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        self._parse_common(options)
-        self.starting = parse_offsets_spec("startingOffsets", option(options, "startingOffsets"),
-                                           batch_start=True) or "earliest"
-        self.ending = parse_offsets_spec("endingOffsets", option(options, "endingOffsets"),
-                                         batch_end=True) or "latest"
+        self._parse_common(options, "relation")
+        self.starting = Bounds.parse(options, "starting", "earliest", batch=True)
+        self.ending = Bounds.parse(options, "ending", "latest", batch=True)
 
     def partitions(self) -> list[OffsetRange]:
         lookup = OffsetLookup(self.settings)
         try:
             tps = lookup.topic_partitions(self.subscription)
-            self._check_named("startingOffsets", self.starting, tps)
-            self._check_named("endingOffsets", self.ending, tps)
+            self._check_named(self.starting, tps)
+            self._check_named(self.ending, tps)
             earliest, latest = lookup.earliest(tps), lookup.latest(tps)
+            starts = self.starting.resolve(tps, earliest, latest, lookup.by_timestamp)
+            ends = self.ending.resolve(tps, earliest, latest, lookup.by_timestamp)
         finally:
             lookup.close()
         ranges = []
         for tp in tps:
-            start = self._offset(self.starting, tp, earliest, latest, EARLIEST)
-            end = self._offset(self.ending, tp, earliest, latest, LATEST)
+            start, end = starts[tp], ends[tp]
             start = _not_below_log_start(tp, start, earliest[tp], self.fail_on_data_loss)
             if end > latest[tp]:
                 raise SourceError(f"endingOffsets {end} of {_tp(tp)} is beyond its committed "
@@ -161,13 +169,7 @@ class KafkaHaBatchReader(_ReaderBase, DataSourceReader):
                 raise SourceError(f"startingOffsets {start} of {_tp(tp)} is after its ending "
                                   f"offset {end}")
             ranges.append(OffsetRange(tp[0], tp[1], start, end))
-        return split_ranges(ranges, self.min_partitions)
-
-    @staticmethod
-    def _offset(spec, tp: TP, earliest: dict, latest: dict, default: int) -> int:
-        value = spec.get(tp, default) if isinstance(spec, dict) else (
-            EARLIEST if spec == "earliest" else LATEST)
-        return earliest[tp] if value == EARLIEST else latest[tp] if value == LATEST else value
+        return self._split(ranges)
 
     def read(self, partition: InputPartition) -> Iterator:
         return self._read(partition)
@@ -182,13 +184,21 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
     """
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self._parse_common(options)
-        if option(options, "endingOffsets") is not None:
-            raise ValueError("option 'endingOffsets' is for batch queries only")
-        self.starting = parse_offsets_spec("startingOffsets",
-                                           option(options, "startingOffsets")) or "latest"
+        self._parse_common(options, "source")
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if option(options, name) is not None:
+                raise ValueError(f"option {name!r} is for batch queries only")
+        self.starting = Bounds.parse(options, "starting", "latest")
         self.max_offsets = parse_int("maxOffsetsPerTrigger",
                                      option(options, "maxOffsetsPerTrigger"), None, 1)
+        self.min_offsets = parse_int("minOffsetsPerTrigger",
+                                     option(options, "minOffsetsPerTrigger"), None, 1)
+        self.max_trigger_delay_ms = parse_duration_ms("maxTriggerDelay",
+                                                      option(options, "maxTriggerDelay"), "15m")
+        if self.min_offsets and self.max_offsets and self.min_offsets > self.max_offsets:
+            raise ValueError(f"minOffsetsPerTrigger ({self.min_offsets}) must not exceed "
+                             f"maxOffsetsPerTrigger ({self.max_offsets})")
+        self._last_trigger_ms = 0.0                   # when a batch was last let through
         self.hw_grace_s = parse_int("highWatermarkGraceMs", option(options, "highWatermarkGraceMs"),
                                     30000, 0) / 1000.0
         self._behind: dict[TP, float] = {}             # when a partition's HW went back
@@ -209,16 +219,12 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
 
     def initialOffset(self) -> dict:
         tps = self.lookup.topic_partitions(self.subscription)
-        self._check_named("startingOffsets", self.starting, tps)
+        self._check_named(self.starting, tps)
         earliest, latest = self.lookup.earliest(tps), self.lookup.latest(tps)
+        starts = self.starting.resolve(tps, earliest, latest, self.lookup.by_timestamp)
         offsets = {}
         for tp in tps:
-            if isinstance(self.starting, dict):
-                value = self.starting.get(tp, EARLIEST)
-            else:
-                value = EARLIEST if self.starting == "earliest" else LATEST
-            offset = earliest[tp] if value == EARLIEST else latest[tp] if value == LATEST else value
-            offset = _not_below_log_start(tp, offset, earliest[tp], self.fail_on_data_loss)
+            offset = _not_below_log_start(tp, starts[tp], earliest[tp], self.fail_on_data_loss)
             if offset > latest[tp]:
                 raise SourceError(f"startingOffsets {offset} of {_tp(tp)} is beyond its "
                                   f"committed data (high watermark {latest[tp]})")
@@ -226,7 +232,10 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         return offsets_to_json(offsets)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.max_offsets) if self.max_offsets else ReadAllAvailable()
+        # Python sources get one limit (no composite): the minimum is applied in latestOffset
+        if self.max_offsets:
+            return ReadMaxRows(self.max_offsets)
+        return ReadMinRows(self.min_offsets) if self.min_offsets else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self.lookup.topic_partitions(self.subscription, require_topics=False, wait_s=0)
@@ -239,7 +248,7 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
         gone = sorted(set(begin) - set(tps))
         if gone and self.fail_on_data_loss:
             raise DataLossError(f"partitions {', '.join(map(_tp, gone))} no longer exist (topic "
-                                f"deleted?); set failOnDataLoss=false to go on without them")
+                                f"deleted?)")
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
         # a partition just added may have no leader yet: it joins in a later batch
@@ -274,9 +283,16 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
                 raise DataLossError(
                     f"the high watermark of {_tp(tp)} went back from {begin[tp]} to "
                     f"{latest[tp]} for over {self.hw_grace_s:g} s (partition truncated or topic "
-                    f"re-created): some data may have been missed. Set failOnDataLoss=false to "
-                    f"continue from there.")
-            log.warning("%s went back from %d to %d", _tp(tp), begin[tp], latest[tp])
+                    f"re-created)")
+            warn_data_loss(f"the high watermark of {_tp(tp)} went back from {begin[tp]} to "
+                           f"{latest[tp]}")
+        if self.min_offsets and self._target is None and limit == self.getDefaultReadLimit():
+            backlog = sum(max(0, end[tp] - begin[tp]) for tp in end)
+            delay, self._last_trigger_ms = delay_batch(
+                backlog, self.min_offsets, time.time() * 1000, self._last_trigger_ms,
+                self.max_trigger_delay_ms)
+            if delay:
+                return start
         if isinstance(limit, ReadMaxRows):
             end = cap_by_backlog({tp: begin[tp] for tp in end if begin[tp] <= end[tp]}, end,
                                  limit.max_rows)
@@ -296,7 +312,7 @@ class KafkaHaStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAv
                 log.warning("skipping %s: start %d is after end %d", _tp(tp), begin[tp], stop)
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], begin[tp], stop))
-        return split_ranges(ranges, self.min_partitions)
+        return self._split(ranges)
 
     def read(self, partition: InputPartition) -> Iterator:
         return self._read(partition)

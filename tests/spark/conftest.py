@@ -1,4 +1,6 @@
-"""One SparkSession for the whole session (``local[2]``), with the ``kafka_ha`` format registered.
+"""One SparkSession for the whole session (``local[2]``).  It does NOT register the ``kafka_ha``
+format: Spark finds it by itself through the ``pyspark_kafka_ha`` module that ``bin/install.sh``
+puts on the virtualenv's path, as users get it (test_spark_options checks the explicit register).
 
 Without pyspark/pyarrow (``pip install -e '.[spark]'``) every test module here skips itself
 (``pytest.importorskip`` at its top).  Startup costs ~5 s, the first Python data-source query
@@ -24,10 +26,13 @@ appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
 
 @pytest.fixture(scope="session")
 def spark():
+    import pkgutil
+
     from pyspark.sql import SparkSession
 
-    from kafka_ha.spark import register
-
+    if not any(m.name == "pyspark_kafka_ha" for m in pkgutil.iter_modules()):
+        pytest.fail("pyspark_kafka_ha is not on the path, so Spark cannot register "
+                    "format('kafka_ha') by itself: run bash bin/install.sh")
     conf_dir = Path(tempfile.mkdtemp(prefix="kafka-ha-spark-conf-"))
     (conf_dir / "log4j2.properties").write_text(LOG4J)
     os.environ.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
@@ -41,7 +46,6 @@ def spark():
                .config("spark.driver.bindAddress", "127.0.0.1")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    register(session)
     yield session
     session.stop()
     shutil.rmtree(conf_dir, ignore_errors=True)

@@ -79,6 +79,7 @@ class FakeLookup:
 
     def __init__(self):
         self.log_start, self.hw, self.leaderless = {}, {}, set()
+        self.by_time = {}                  # ((topic, partition), timestamp) -> offset
 
     def topic_partitions(self, sub, require_topics=True, wait_s=2.0):
         return sorted(tp for tp in self.hw if sub.matches(tp[0]))
@@ -91,6 +92,9 @@ class FakeLookup:
 
     def latest(self, tps):
         return {tp: self.hw[tp] for tp in tps}
+
+    def by_timestamp(self, stamps):
+        return {tp: self.by_time.get((tp, stamp)) for tp, stamp in stamps.items()}
 
     def close(self):
         pass
