@@ -7,6 +7,7 @@ any other name, ``kafka.*`` or not, is an error that lists the known ones, inste
 of a setting silently ignored.  Option names are case-insensitive, as in Spark.
 
 >>> check_known({"subscribe": "t", "kafka.request.timeout.ms": "500"}, "source")
+>>> check_known({"topic": "t", "queryname": "q", "checkpointLocation": "/c"}, "sink")  # Spark's own
 >>> check_known({"subscribe": "t", "startingOffset": "earliest"}, "source")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -40,8 +41,10 @@ SOURCE_OPTIONS = (
     "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs", "highWatermarkGraceMs", "arrowBatchRows")
 SINK_OPTIONS = ("topic", "zookeeper.connect", "compression", "includeHeaders")
-# Spark itself puts these into a data source's options for some calls.
-SPARK_OPTIONS = ("path", "checkpointLocation")
+# Spark itself puts these into a data source's options: ``path`` from load(path)/save(path),
+# and DataStreamWriter keeps ``checkpointLocation`` and ``queryName`` among the options it
+# hands the sink.
+SPARK_OPTIONS = ("path", "checkpointLocation", "queryName")
 
 
 def client_option(options: Mapping[str, str], key: str, default: str | None = None) -> str | None:
