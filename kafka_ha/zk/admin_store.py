@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from kafka_ha.model import BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.zk import admin_znodes as azn, znodes as zn
-from kafka_ha.zk.broker_store import read_controller_id
+from kafka_ha.zk.broker_store import read_config, read_controller_id
 from kafka_ha.zk.client import connect
 from kafka_ha.zk.errors import (
     MalformedZnode, ZkBadVersion, ZkError, ZkNodeExists, ZkNoNode, ZkRolledBack, translated)
@@ -123,12 +123,7 @@ class AdminStore:
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """``/config/topics/<t>``; no node means no overrides."""
-        path = azn.TopicConfigZNode.path(topic)
-        try:
-            data, _ = self.zk.get(path)
-        except ZkNoNode:
-            return {}
-        return azn.TopicConfigZNode.decode(data, path)
+        return read_config(self.zk, azn.TopicConfigZNode, topic)
 
     def partition_states(self, partitions: Iterable[TopicPartition]
                          ) -> dict[TopicPartition, LeaderAndIsr]:
@@ -197,12 +192,7 @@ class AdminStore:
 
     def broker_config(self, entity: str | int) -> dict[str, str]:
         """``/config/brokers/<id>`` or ``<default>``; no node means no overrides."""
-        path = azn.BrokerConfigZNode.path(entity)
-        try:
-            data, _ = self.zk.get(path)
-        except ZkNoNode:
-            return {}
-        return azn.BrokerConfigZNode.decode(data, path)
+        return read_config(self.zk, azn.BrokerConfigZNode, entity)
 
     def brokers_with_config(self) -> list[str]:
         """Children of ``/config/brokers`` (ids and ``<default>``)."""

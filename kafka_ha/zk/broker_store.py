@@ -53,6 +53,18 @@ def read_controller_id(zk) -> int | None:
         return None
     return zn.ControllerZNode.decode(data, zn.ControllerZNode.PATH)
 
+
+def read_config(zk, codec, entity: str | int) -> dict[str, str]:
+    """The config znode of ``entity`` that ``codec`` (``TopicConfigZNode``: a topic,
+    ``BrokerConfigZNode``: a broker id or ``<default>``) places; no node means no
+    overrides.  MalformedZnode if unreadable.  The broker's and the admin stores both ask."""
+    path = codec.path(entity)
+    try:
+        data, _ = zk.get(path)
+    except ZkNoNode:
+        return {}
+    return codec.decode(data, path)
+
 class BrokerStore:
     def __init__(self, client: KazooClient) -> None:
         self.zk = MappedClient(client)
@@ -125,22 +137,12 @@ class BrokerStore:
 
     def topic_config(self, topic: str) -> dict[str, str]:
         """``/config/topics/<t>``; no node means no overrides.  MalformedZnode if unreadable."""
-        path = azn.TopicConfigZNode.path(topic)
-        try:
-            data, _ = self.zk.get(path)
-        except ZkNoNode:
-            return {}
-        return azn.TopicConfigZNode.decode(data, path)
+        return read_config(self.zk, azn.TopicConfigZNode, topic)
 
     def broker_config(self, entity: str | int) -> dict[str, str]:
         """``/config/brokers/<id>`` or ``<default>`` (KIP-226); no node means no overrides.
         MalformedZnode if unreadable."""
-        path = azn.BrokerConfigZNode.path(entity)
-        try:
-            data, _ = self.zk.get(path)
-        except ZkNoNode:
-            return {}
-        return azn.BrokerConfigZNode.decode(data, path)
+        return read_config(self.zk, azn.BrokerConfigZNode, entity)
 
     def config_changes(self, watch: Watch) -> list[str]:
         """Names of the pending ``config_change_`` notifications, setting a child watch."""

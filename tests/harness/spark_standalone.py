@@ -27,16 +27,22 @@ from tests.harness.ports import free_ports
 HOST = "127.0.0.1"
 ALIVE_LINE = "New state: ALIVE"       # the master's log line once it accepts registrations
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-LOG4J = """rootLogger.level = warn
+
+
+def log4j_properties(root_level: str, extra: str = "") -> str:
+    """Spark's log4j2.properties: one console appender on stderr at ``root_level``."""
+    return f"""rootLogger.level = {root_level}
 rootLogger.appenderRef.stdout.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
-logger.deploy.name = org.apache.spark.deploy
-logger.deploy.level = info
-"""
+appender.console.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c{{1}}: %m%n
+{extra}"""
+
+
+# The daemons' deploy messages (the master's ALIVE line) are waited for: keep them.
+LOG4J = log4j_properties("warn", "logger.deploy.name = org.apache.spark.deploy\nlogger.deploy.level = info\n")
 
 
 def spark_home() -> Path:

@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-LOG4J = """rootLogger.level = error
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n
-"""
+from tests.harness.spark_standalone import log4j_properties
+
+LOG4J = log4j_properties("error")
 
 
 @pytest.fixture(scope="session")
