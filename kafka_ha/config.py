@@ -41,6 +41,13 @@ class Key:
     doc: str
     minimum: int | None = None
 
+    def value_of(self, raw: Any) -> Any:
+        """``raw`` parsed and checked against ``minimum``; ValueError says what is wrong."""
+        value = self.parse(raw)
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be >= {self.minimum}")
+        return value
+
 
 # Kafka 0.8.2 names and defaults (its server/KafkaConfig.scala), except where a
 # later Kafka changed a default for safety: unclean election is off (0.11+,
@@ -293,12 +300,9 @@ def _parse(values: dict[str, Any], source: str) -> dict[str, Any]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{source}: unknown configuration key {name!r}{hint}")
         try:
-            value = key.parse(raw)
+            parsed[key.name] = key.value_of(raw)
         except ValueError as e:
             raise ConfigError(f"{source}: invalid value for {name}: {e}") from None
-        if key.minimum is not None and value < key.minimum:
-            raise ConfigError(f"{source}: invalid value for {name}: must be >= {key.minimum}")
-        parsed[key.name] = value
     for name in REQUIRED:
         if name not in parsed:
             raise ConfigError(f"{source}: missing required configuration key {name!r}")

@@ -34,14 +34,10 @@ def parse_dynamic(name: str, raw: str) -> Any:
     ...
     ValueError: Invalid value -1 for configuration follower.replication.throttled.rate: must be >= 0
     """
-    key = KEYS_BY_NAME[name]
     try:
-        value = key.parse(raw)
+        return KEYS_BY_NAME[name].value_of(raw)
     except ValueError as e:
         raise ValueError(f"Invalid value {raw} for configuration {name}: {e}") from None
-    if key.minimum is not None and value < key.minimum:
-        raise ValueError(f"Invalid value {raw} for configuration {name}: must be >= {key.minimum}")
-    return value
 
 
 def checked_broker_config(entity: str, configs: dict[str, str]) -> dict[str, str]:

@@ -177,8 +177,11 @@ class AdminStore:
 
     def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Write the topic's overrides, creating the node if the topic had none."""
-        path = azn.TopicConfigZNode.path(topic)
-        data = azn.TopicConfigZNode.encode(config)
+        self._write_config(azn.TopicConfigZNode, topic, config)
+
+    def _write_config(self, codec, entity: str | int, config: Mapping[str, str]) -> None:
+        path = codec.path(entity)
+        data = codec.encode(config)
         try:
             self.zk.set(path, data)
         except ZkNoNode:
@@ -203,12 +206,7 @@ class AdminStore:
 
     def set_broker_config(self, entity: str | int, config: Mapping[str, str]) -> None:
         """Write a broker's (or the default) dynamic overrides, creating the node if needed."""
-        path = azn.BrokerConfigZNode.path(entity)
-        data = azn.BrokerConfigZNode.encode(config)
-        try:
-            self.zk.set(path, data)
-        except ZkNoNode:
-            self.zk.create(path, data, makepath=True)
+        self._write_config(azn.BrokerConfigZNode, entity, config)
 
     # ---- requests to the controller -------------------------------------------------
 
