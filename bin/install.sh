@@ -99,7 +99,7 @@ fi
 want="$( (cat "$ROOT/setup.cfg" "$ROOT/pyproject.toml" 2>/dev/null; echo "$ROOT") | sha256sum | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" = "$have" ] && (cd / && "$VENV/bin/python" -c \
-    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, prometheus_client, pytest, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
+    'import kafka_ha, kazoo, gevent, ujson, yaml, crc32c, prometheus_client, pytest, xdist, jsonschema, kafka, confluent_kafka, aiokafka, pyspark, pyarrow') >/dev/null 2>&1; then
   step "kafka-ha already installed in $VENV (setup.cfg unchanged)"
 else
   step "pip install -e $ROOT[test,spark]"

@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
@@ -94,6 +95,18 @@ class ProducerProcess:
 def log_text(cluster: LocalCluster, broker: int, name: str) -> str:
     path = cluster.broker_dir(broker) / "logs" / name
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def settled_log_text(cluster: LocalCluster, broker: int, name: str, found: Callable[[str], object],
+                     timeout_s: float = 15.0) -> str:
+    """The log's text once ``found(text)`` is not None, or as it is after ``timeout_s`` (the
+    phase is then reported as missing)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = log_text(cluster, broker, name)
+        if found(text) is not None or time.monotonic() >= deadline:
+            return text
+        time.sleep(0.2)
 
 
 class FailoverBench:
@@ -247,12 +260,16 @@ class FailoverBench:
                   "controller event started": rel(handled.get("event_started")),
                   "controller states written": rel(handled.get("states_written")),
                   "controller: LeaderAndIsr acknowledged": rel(handled.get("leader_and_isr_acked"))}
+        updated_after = handled.get("states_written", deleted_at)
         for b in survivors:
-            changes = log_text(cluster, b, "state-change.log")
+            # The controller may send the UpdateMetadata after the LeaderAndIsr has made every
+            # partition writable, so its line can come after the producers are done: wait for it.
+            changes = settled_log_text(cluster, b, "state-change.log",
+                                       lambda text: tl.first_update_metadata(text, updated_after))
             applied = tl.first_per_partition(tl.LEADER_AND_ISR_DONE, changes, killed_at, tps)
             phases[f"broker {b}: LeaderAndIsr applied (last)"] = rel(max(applied.values(), default=None))
             phases[f"broker {b}: UpdateMetadata with the new states received"] = rel(
-                tl.first_update_metadata(changes, handled.get("states_written", deleted_at)))
+                tl.first_update_metadata(changes, updated_after))
             server = log_text(cluster, b, "server.log")
             phases[f"broker {b}: truncation round done (last)"] = rel(
                 tl.last_match(tl.TRUNCATED, server, killed_at))
