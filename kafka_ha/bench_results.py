@@ -14,12 +14,15 @@ the package (the log's, the tools', Spark's) can share it without an import cycl
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -184,6 +187,17 @@ def command_line(prog: str, argv: list[str] | None) -> str:
 
 def default_path(name: str) -> Path:
     return RESULTS_DIR / f"{name}.json"
+
+
+def scratch_dir(prefix: str) -> str:
+    """A new temporary working directory, removed when the benchmark's process exits.
+
+    A benchmark given no ``--dir`` works here: its logs can be gigabytes, and a directory
+    left behind by every run fills the disk (the brokers of the next run then halt on
+    ENOSPC).  A ``--dir`` the user names is theirs, and is kept."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def add_output_options(parser, name: str | None, *aliases: str) -> None:

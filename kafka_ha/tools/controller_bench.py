@@ -26,7 +26,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from datetime import datetime
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.broker import stack_dumps
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.model import TopicAssignment, TopicPartition
 from kafka_ha.tools.local_cluster import LocalCluster
 from kafka_ha.tools.zk_ensemble import Ensemble, EnsembleError
@@ -382,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     run = Run("controller", "Controller: re-election, load, watches", "bin/kafka-controller-bench.sh",
               argv)
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-bench-")
+    args.dir = args.dir or scratch_dir("kafka-ha-bench-")
     if args.zk_port:
         ensemble = Ensemble(Path(args.dir) / "zk", nodes=3, zk_port=args.zk_port)
         ensemble.start()

@@ -38,14 +38,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 from kafka_ha.admin.assignment import assign_replicas
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
 from kafka_ha.tools.availability_probes import LoopProbe
@@ -404,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in scenarios:
         if scenario not in ("kill", "shutdown"):
             p.error(f"unknown scenario {scenario!r}: kill or shutdown")
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-failover-")
+    args.dir = args.dir or scratch_dir("kafka-ha-failover-")
     run = Run("failover", "Availability after kill -9 of a leader", "bin/kafka-failover-bench.sh",
               argv)
     ensemble = start_ensemble(Path(args.dir) / "zk")

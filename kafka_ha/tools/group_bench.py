@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import gevent
 
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection, BrokerConnectionError
 from kafka_ha.protocol.errors import ErrorCode
@@ -256,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_options(p, "groups")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-groups-")
+    args.dir = args.dir or scratch_dir("kafka-ha-groups-")
     run = Run("groups", "Consumer groups: rebalances, offset commits, read rate",
               "bin/kafka-group-bench.sh", argv)
     overrides = {"group.initial.rebalance.delay.ms": args.initial_rebalance_delay_ms,

@@ -35,10 +35,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.tools.client_ceiling import CONFLUENT_SETTINGS, SinkProcess, produce_in_child
 from kafka_ha.tools.controller_bench import bench_cluster
 from kafka_ha.tools.group_read_rate import create_topic
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_options(p, "idempotence")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-idempotence-")
+    args.dir = args.dir or scratch_dir("kafka-ha-idempotence-")
     run = Run("idempotence", "Idempotent producer: acks=all throughput with and without idempotence",
               "bin/kafka-idempotence-bench.sh", argv)
     with bench_cluster(Path(args.dir), "idempotence", overrides={"min.insync.replicas": 2}) as cluster:

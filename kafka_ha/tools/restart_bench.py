@@ -30,13 +30,12 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
 from kafka_ha.admin.assignment import assign_replicas
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, scratch_dir
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import TopicAssignment, TopicPartition
@@ -224,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
     args = p.parse_args(argv)
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-restart-")
+    args.dir = args.dir or scratch_dir("kafka-ha-restart-")
     run = Run("restart", "Broker restart until it serves its partitions", "bin/kafka-restart-bench.sh",
               argv)
     ensemble = start_ensemble(Path(args.dir) / "zk")

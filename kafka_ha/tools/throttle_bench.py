@@ -21,13 +21,12 @@ import argparse
 import io
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from kafka_ha.admin import reassign_command
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.tools.client_ceiling import produce_in_child
 from kafka_ha.tools.controller_bench import bench_cluster
 from kafka_ha.tools.local_cluster import LocalCluster
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_options(p, "throttle")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
-    work = Path(args.dir or tempfile.mkdtemp(prefix="kafka-ha-throttle-"))
+    work = Path(args.dir or scratch_dir("kafka-ha-throttle-"))
     run = Run("throttle", "Replication throttle: a throttled reassignment against the rate set",
               "bin/kafka-throttle-bench.sh", argv)
     with bench_cluster(work, "throttle", brokers=2) as cluster:

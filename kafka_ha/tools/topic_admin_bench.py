@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.admin.topic_admin_client import TopicAdminClient, creatable_topic
 from kafka_ha.admin.zk_admin import ZkAdmin
-from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio
+from kafka_ha.bench_results import Run, Table, add_output_options, print_summary, ratio, scratch_dir
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.tools import controller_bench
 from kafka_ha.tools.controller_bench import bench_cluster, progress
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_options(p, "topic-admin")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
-    args.dir = args.dir or tempfile.mkdtemp(prefix="kafka-ha-topic-admin-")
+    args.dir = args.dir or scratch_dir("kafka-ha-topic-admin-")
     run = Run("topic-admin", "Topic creation: Admin API next to the ZooKeeper script path",
               "bin/kafka-topic-admin-bench.sh", argv)
     with bench_cluster(Path(args.dir), "topic-admin") as cluster:

@@ -3,6 +3,8 @@ and the committed page against what the committed results files give."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -113,3 +115,14 @@ def test_docs_benchmarks_md_is_up_to_date_with_bench_results():
     files = render(load())
     assert stale(files, IMG_DIR) == [], "run bin/kafka-bench-report.sh and commit docs/"
     assert PAGE in files
+
+
+def test_a_scratch_dir_is_removed_when_the_benchmark_exits(tmp_path):
+    # A benchmark run without --dir must not leave its gigabytes of logs behind.
+    code = ("import pathlib; from kafka_ha.bench_results import scratch_dir; "
+            "p = pathlib.Path(scratch_dir('kafka-ha-test-scratch-')); (p / 'a' / 'b').mkdir(parents=True); "
+            "(p / 'a' / 'b' / 'log').write_bytes(b'x' * 4096); print(p)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    path = Path(done.stdout.strip())
+    assert path.name.startswith("kafka-ha-test-scratch-") and not path.exists()
