@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -176,14 +177,17 @@ def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str,
 
 
 def produce_in_child(bootstrap: str, topic: str, records: int, size: int, acks: str,
-                     idempotence: bool = False, settings: dict | None = None) -> dict[str, float]:
-    """``produce_run`` in a fresh process, so its threads compete with nothing of ours."""
+                     idempotence: bool = False, settings: dict | None = None,
+                     cpus: set[int] | None = None) -> dict[str, float]:
+    """``produce_run`` in a fresh process, so its threads compete with nothing of ours;
+    on ``cpus`` only, if given."""
     done = subprocess.run([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "produce",
                            "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
                            "--record-size", str(size), "--acks", acks,
                            *(["--idempotence"] if idempotence else []),
                            *([] if settings is None else ["--settings", json.dumps(settings)])],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     if done.returncode != 0:
         raise RuntimeError(f"confluent-kafka producer run failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -75,6 +75,19 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Run every thread of ``pid`` on ``cpus`` only (threads it starts later inherit it).
+
+    Benchmarks use it to give a client its own core, as it would have on its own host,
+    so that a client's CPU (librdkafka's busy wait, say) does not come out of the
+    brokers' share of a small machine.  Threads that end meanwhile are skipped."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:
+            pass
+
+
 def read_pid(path):
     try:
         return int(Path(path).read_text().strip())
