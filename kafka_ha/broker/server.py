@@ -22,7 +22,7 @@ from kafka_ha.broker.admin_election_apis import AdminElectionApis
 from kafka_ha.broker.config_changes import ConfigChangeWatcher
 from kafka_ha.broker.controlled_shutdown import controlled_shutdown
 from kafka_ha.broker.controller_requests import ControllerRequestGuard
-from kafka_ha.broker import logging_setup
+from kafka_ha.broker import logging_setup, stack_dumps
 from kafka_ha.broker.data_apis import DataApis
 from kafka_ha.broker.dynamic_config import DynamicBrokerConfig
 from kafka_ha.broker.fetch_sessions import FetchSessionCache
@@ -56,7 +56,7 @@ from kafka_ha.protocol.server import ProtocolServer
 from kafka_ha.zk import znodes as zn
 from kafka_ha.zk.admin_store import AdminStore
 from kafka_ha.zk.broker_store import BrokerStore
-from kafka_ha.zk.client import connect
+from kafka_ha.zk.client import connect, describe_connection
 from kafka_ha.zk.controller_store import ControllerStore
 from kafka_ha.zk.errors import MalformedZnode, ZkNodeExists
 from kafka_ha.zk.producer_id_store import ProducerIdBlockStore
@@ -101,6 +101,7 @@ class KafkaServer:
             connecting.kill()
             raise
         self.zk = connecting.get()
+        stack_dumps.add_describer(lambda: describe_connection(self.zk))
         self.store = BrokerStore(self.zk)
         self.topic_configs = TopicConfigs(self.store, cfg)
         # Logs were loaded with the broker's defaults (the topic overrides live in

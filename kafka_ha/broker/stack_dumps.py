@@ -8,6 +8,10 @@ main thread does, so it also answers while a greenlet hogs the loop.
 
 ``kill -USR2 <pid>`` appends the threads' stacks with :mod:`faulthandler`, which
 works even when the interpreter is stuck inside C code and no Python handler can run.
+
+A broker also registers a describer of its ZooKeeper client (:func:`add_describer`),
+whose queued and unanswered requests follow the stacks: a greenlet waiting on a
+ZooKeeper answer shows which of the two its request is stuck in.
 """
 from __future__ import annotations
 
@@ -15,9 +19,16 @@ import faulthandler
 import signal
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 FILE_NAME = "stacks.log"
+
+# More state to write after the stacks, each a function returning text.
+_describers: list[Callable[[], str]] = []
+
+
+def add_describer(describe: Callable[[], str]) -> None:
+    _describers.append(describe)
 
 
 def format_stacks() -> str:
@@ -29,7 +40,13 @@ def format_stacks() -> str:
     """
     from gevent.util import format_run_info
     header = f"==== stacks at {time.strftime('%Y-%m-%d %H:%M:%S')} ====\n"
-    return header + "\n".join(format_run_info()) + "\n"
+    extra = []
+    for describe in list(_describers):
+        try:
+            extra.append(describe())
+        except Exception as e:   # a dump must come out whatever a describer does
+            extra.append(f"({describe!r} failed: {type(e).__name__}: {e})\n")
+    return header + "\n".join(format_run_info()) + "\n" + "".join(extra)
 
 
 def install(log_dir: Path) -> IO:
@@ -52,4 +69,5 @@ def uninstall(raw: IO) -> None:
     """Undo :func:`install` (tests)."""
     faulthandler.unregister(signal.SIGUSR2)
     signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    _describers.clear()
     raw.close()

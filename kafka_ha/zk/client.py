@@ -6,7 +6,10 @@ handler: watch callbacks run one at a time on one greenlet and must not block
 """
 from __future__ import annotations
 
+import fcntl
 import logging
+import struct
+import termios
 
 from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
@@ -73,3 +76,38 @@ def _client(hosts: str, session_timeout_ms: int, use_gevent: bool) -> KazooClien
     # broker wants (it must come back when the ensemble does).
     return KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0,
                        connection_retry={"max_tries": -1, "max_delay": 1.0}, **kwargs)
+
+
+def describe_connection(client: KazooClient) -> str:
+    """kazoo's bookkeeping of one client, for a stack dump (broker/stack_dumps.py): its
+    state and session, the requests queued but not sent, those sent and not answered
+    (with their xids), and the wake-up bytes in the pipe that tells its connection
+    greenlet to send.  A request that waits forever shows here as queued with no byte
+    to send it, or as sent with no answer.  kazoo's private fields are read, never
+    changed, and a kazoo that lacks one says so instead of failing the dump."""
+    try:
+        conn = client._connection
+        queued = [_describe_request(r) for r, _ in list(client._queue)]
+        pending = [f"xid {xid} {_describe_request(r)}" for r, _, xid in list(client._pending)]
+        lines = [f"ZooKeeper client: state {client.state}, session "
+                 f"{'none' if client._session_id is None else hex(client._session_id)}, "
+                 f"last xid {getattr(conn, '_xid', '?')}, wake-up bytes {_pending_bytes(conn._read_sock)}",
+                 f"  queued, not sent ({len(queued)}): {queued[:20]}",
+                 f"  sent, not answered ({len(pending)}): {pending[:20]}"]
+    except AttributeError as e:
+        return f"ZooKeeper client: cannot describe this kazoo version ({e})\n"
+    return "\n".join(lines) + "\n"
+
+
+def _describe_request(request) -> str:
+    path = getattr(request, "path", None)
+    return type(request).__name__ + (f" {path}" if path else "")
+
+
+def _pending_bytes(sock) -> str:
+    if sock is None:
+        return "no pipe"
+    try:
+        return str(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+    except OSError as e:
+        return f"unknown ({e})"
