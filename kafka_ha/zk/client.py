@@ -11,8 +11,12 @@ import logging
 import struct
 import termios
 
+import gevent
+from gevent.event import Event
+from gevent.socket import wait_write
 from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
+from kazoo.protocol.states import KeeperState
 
 from kafka_ha.zk.errors import ZkTimeout, translated
 
@@ -71,11 +75,77 @@ def _start(client: KazooClient, hosts: str, timeout_s: float) -> None:
 
 
 def _client(hosts: str, session_timeout_ms: int, use_gevent: bool) -> KazooClient:
-    kwargs = {"handler": SequentialGeventHandler()} if use_gevent else {}
     # kazoo retries connection attempts forever by default; that is what a
     # broker wants (it must come back when the ensemble does).
-    return KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0,
-                       connection_retry={"max_tries": -1, "max_delay": 1.0}, **kwargs)
+    kwargs = {"hosts": hosts, "timeout": session_timeout_ms / 1000.0,
+              "connection_retry": {"max_tries": -1, "max_delay": 1.0}}
+    if use_gevent:
+        return GeventKazooClient(handler=SequentialGeventHandler(), **kwargs)
+    return KazooClient(**kwargs)
+
+
+class GeventKazooClient(KazooClient):
+    """kazoo's client, whose callers never block on its wake-up pipe.
+
+    kazoo queues each request and writes a byte to a socketpair that wakes its
+    connection greenlet, which sends one queued request per byte.  The pipe holds
+    about 200 bytes; a burst of requests (a controller reading 1,000 new topics)
+    fills it, and the caller then waits in that write.  A greenlet killed or timed
+    out there leaves its request queued without a byte (kazoo catches the
+    interruption and fails the request), so every later request goes out one
+    behind, and the last ones never: a controller waited for good on an answer
+    ZooKeeper had never been asked for.  Here the byte is written without waiting;
+    when the pipe is full it is owed, and a greenlet of the client's own writes the
+    owed bytes as the pipe drains.  Nothing that can be interrupted runs between
+    queueing a request and accounting for its byte."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._owed_bytes = 0
+        self._owed = Event()
+        self._waker = None
+
+    def _call(self, request, async_object):
+        if self._state in (KeeperState.AUTH_FAILED, KeeperState.CLOSED, KeeperState.EXPIRED_SESSION):
+            return super()._call(request, async_object)   # kazoo fails it at once, queues nothing
+        pipe = self._connection._write_sock
+        if pipe is None:
+            return super()._call(request, async_object)   # closed meanwhile: kazoo's answer
+        self._queue.append((request, async_object))
+        if self._owed_bytes or not self._wake(pipe):
+            self._owed_bytes += 1
+            if self._waker is None or self._waker.dead:
+                self._waker = gevent.spawn(self._pay_owed_bytes)
+            self._owed.set()
+        return None
+
+    @staticmethod
+    def _wake(pipe) -> bool:
+        """One byte into the pipe if it has room now; False if it is full."""
+        try:
+            return pipe._sock.send(b"\0") == 1     # the raw socket: never waits
+        except BlockingIOError:
+            return False
+
+    def _pay_owed_bytes(self) -> None:
+        while True:
+            self._owed.wait()
+            pipe = self._connection._write_sock
+            if pipe is None:            # closed: kazoo fails what is queued
+                self._owed_bytes = 0
+                self._owed.clear()
+                continue
+            while self._owed_bytes:
+                if self._wake(pipe):
+                    self._owed_bytes -= 1
+                else:
+                    wait_write(pipe.fileno())
+            self._owed.clear()
+
+    def close(self) -> None:
+        if self._waker is not None:
+            self._waker.kill(block=False)
+        super().close()
 
 
 def describe_connection(client: KazooClient) -> str:

@@ -1,0 +1,48 @@
+"""kazoo wakes its connection greenlet with a byte per request through a socketpair, and a
+burst of requests fills that pipe (about 200 bytes).  A greenlet killed or timed out while
+it waited there used to leave its request queued with no byte: every later request was
+then sent one behind, and the last one never (a controller hung for good on an answer
+ZooKeeper had never been asked for).  The broker's client (kafka_ha.zk.client) never
+blocks a caller on that pipe."""
+import gevent
+from kazoo.handlers.gevent import SequentialGeventHandler
+
+from kafka_ha.zk.client import GeventKazooClient, describe_connection
+
+
+def _client(zk_ensemble):
+    client = GeventKazooClient(hosts=zk_ensemble.connect_string, timeout=10,
+                               handler=SequentialGeventHandler())
+    client.start(timeout=30)
+    return client
+
+
+def _burst(client, n):
+    for _ in range(n):
+        client.get_async("/")
+
+
+def test_a_burst_killed_midway_leaves_no_request_behind(zk_ensemble):
+    client = _client(zk_ensemble)
+    try:
+        burst = gevent.spawn(_burst, client, 2000)
+        gevent.sleep(0.01)                    # the burst is under way, the pipe full
+        burst.kill()
+        client.get_async("/zookeeper").get(timeout=10)   # sent and answered, not left behind
+        gevent.sleep(0.5)
+        state = describe_connection(client)
+        assert "queued, not sent (0)" in state and "sent, not answered (0)" in state, state
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_burst_larger_than_the_pipe_is_answered_in_full(zk_ensemble):
+    client = _client(zk_ensemble)
+    try:
+        results = [client.get_async("/") for _ in range(3000)]
+        assert all(r.get(timeout=30)[1].version >= 0 for r in results)
+        assert "wake-up bytes 0" in describe_connection(client)
+    finally:
+        client.stop()
+        client.close()
