@@ -90,11 +90,13 @@ class GeventKazooClient(KazooClient):
     kazoo queues each request and writes a byte to a socketpair that wakes its
     connection greenlet, which sends one queued request per byte.  The pipe holds
     about 200 bytes; a burst of requests (a controller reading 1,000 new topics)
-    fills it, and the caller then waits in that write.  A greenlet killed or timed
-    out there leaves its request queued without a byte (kazoo catches the
-    interruption and fails the request), so every later request goes out one
-    behind, and the last ones never: a controller waited for good on an answer
-    ZooKeeper had never been asked for.  Here the byte is written without waiting;
+    fills it, and the caller then waits in that write.  gevent lets one greenlet
+    wait on a socket at a time: a second caller (a LeaderAndIsr handler reading a
+    topic config during the controller's burst) gets an error there, and so does a
+    greenlet killed or timed out while it waits.  kazoo catches it, fails that
+    request with "Connection has been closed" and leaves it queued without a byte,
+    so every later request goes out one behind, and the last ones never: a
+    controller waited for good on an answer ZooKeeper had never been asked for.  Here the byte is written without waiting;
     when the pipe is full it is owed, and a greenlet of the client's own writes the
     owed bytes as the pipe drains.  Nothing that can be interrupted runs between
     queueing a request and accounting for its byte."""

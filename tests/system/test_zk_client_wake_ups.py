@@ -46,3 +46,22 @@ def test_a_burst_larger_than_the_pipe_is_answered_in_full(zk_ensemble):
     finally:
         client.stop()
         client.close()
+
+
+def test_two_greenlets_bursting_at_once_get_every_answer(zk_ensemble):
+    # With kazoo's own client the second greenlet to find the pipe full could not wait on
+    # it too (gevent allows one waiter per socket): its request failed with "Connection has
+    # been closed" and stayed queued without a byte, as in the controller's hang.
+    client = _client(zk_ensemble)
+    try:
+        def burst():
+            return [client.get_async("/") for _ in range(1000)]
+        bursts = [gevent.spawn(burst) for _ in range(2)]
+        gevent.joinall(bursts, raise_error=True)
+        results = [r for b in bursts for r in b.value]
+        assert all(r.get(timeout=30)[1].version >= 0 for r in results)
+        state = describe_connection(client)
+        assert "queued, not sent (0)" in state and "wake-up bytes 0" in state, state
+    finally:
+        client.stop()
+        client.close()
