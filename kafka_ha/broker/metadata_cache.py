@@ -35,6 +35,10 @@ class MetadataCache:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.racks: dict[int, str | None] = {}
         self.partitions: dict[str, dict[int, PartitionStateInfo]] = {}
+        # Each topic's answer, built at most once per UpdateMetadata and Metadata flavour
+        # (v0 lists live replicas only): clients in a failover ask for every partition again
+        # and again, and building a 10k-partition answer per request took seconds of the loop.
+        self._answers: dict[tuple[str, bool], dict[str, Any]] = {}
         self._being_deleted: set[TopicPartition] = set()
         self._updated = Event()   # set (and replaced) by each accepted UpdateMetadata
 
@@ -47,6 +51,7 @@ class MetadataCache:
                                  self.controller_epoch)
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH}
         self.controller_id, self.controller_epoch = controller, epoch
+        self._answers = {}
         self.brokers = {b["id"]: _endpoint(b, version) for b in request["live_brokers"]}
         self.racks = {b["id"]: b.get("rack") for b in request["live_brokers"]}   # v2+
         for entry in request["partition_states"]:
@@ -84,13 +89,20 @@ class MetadataCache:
         return self.partitions.get(tp.topic, {}).get(tp.partition)
 
     def topic_metadata(self, topic: str, version: int = 1) -> dict[str, Any]:
+        """The topic's part of a Metadata answer.  A known topic's is shared between answers
+        until the next UpdateMetadata: callers must not change it."""
         parts = self.partitions.get(topic)
         if not parts:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": topic,
                     "is_internal": False, "partitions": []}
-        return {"error_code": ErrorCode.NONE, "name": topic,
+        key = (topic, version == 0)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = {
+                "error_code": ErrorCode.NONE, "name": topic,
                 "is_internal": topic == "__consumer_offsets",   # clients skip it in subscriptions
                 "partitions": [self._partition_metadata(s, version) for _, s in sorted(parts.items())]}
+        return answer
 
     def _partition_metadata(self, s: PartitionStateInfo, version: int) -> dict[str, Any]:
         if version == 0:

@@ -44,3 +44,16 @@ def test_a_dead_leader_is_leader_not_available_with_no_isr(version, replicas):
 def test_all_live_is_the_same_at_every_version():
     c = cache(2, (1, 2, 3), live=(1, 2, 3))
     assert [answer(c, v) for v in (0, 1, 7)] == [(ErrorCode.NONE, 2, [1, 2, 3], [1, 2, 3], [])] * 3
+
+
+def test_a_topics_answer_is_built_once_per_update_and_rebuilt_after_the_next():
+    # During a failover every client asks for the metadata of every partition again and
+    # again; building 10k partitions' answer per request took seconds of a broker's loop.
+    c = cache(1, (1, 2, 3), live=(1, 2, 3))
+    first = c.metadata_response(["t"], 7)["topics"][0]
+    assert c.metadata_response(None, 7)["topics"][0] is first
+    assert c.metadata_response(["t"], 0)["topics"][0] is not first     # v0 lists live replicas only
+    s = PartitionStateInfo(TP, 1, 2, 5, (2, 3), 0, (1, 2, 3))
+    c.update({"controller_id": 1, "controller_epoch": 1, "partition_states": [to_wire(s)],
+              "live_brokers": [{"id": b, "host": "127.0.0.1", "port": 9090 + b} for b in (2, 3)]}, 0, 2)
+    assert answer(c, 7) == (ErrorCode.NONE, 2, [1, 2, 3], [2, 3], [1])
