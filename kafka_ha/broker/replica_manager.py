@@ -44,8 +44,13 @@ YIELD_EVERY_MS = 50
 NEVER_MS = 10**12
 # How often the directories of deleted logs are looked for and removed.
 DELETE_LOGS_INTERVAL_S = 1.0
-# How often the disk work that LeaderAndIsr deferred is looked for and done.
+# How often the disk work that LeaderAndIsr deferred is looked for; it is done once no
+# LeaderAndIsr or StopReplica came for DEFERRED_WRITES_QUIET_MS (in a failover it took
+# 2 s of a survivor's loop while partitions waited to be writable again), or at the
+# latest DEFERRED_WRITES_MAX_WAIT_MS after the last pass.  Nothing depends on it for safety.
 DEFERRED_WRITES_INTERVAL_S = 0.2
+DEFERRED_WRITES_QUIET_MS = 3000
+DEFERRED_WRITES_MAX_WAIT_MS = 30000
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,7 @@ class ReplicaManager:
         self._being_deleted = being_deleted
         self.follower_quota = follower_quota   # replication_quota.ReplicationQuota, or None
         self._state_change_lock = BoundedSemaphore(1)
+        self._state_changed_ms = self._deferred_pass_ms = monotonic_ms()
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         # The partitions as Produce, Fetch and the offset requests reach them
@@ -129,7 +135,7 @@ class ReplicaManager:
             gevent.spawn(self._every, DELETE_LOGS_INTERVAL_S, self._delete_doomed_logs),
             gevent.spawn(self._every, self.config["producer.id.expiration.check.interval.ms"] / 1000,
                          self.expire_idle_producers),
-            gevent.spawn(self._every, DEFERRED_WRITES_INTERVAL_S, self.finish_deferred_writes),
+            gevent.spawn(self._every, DEFERRED_WRITES_INTERVAL_S, self.finish_deferred_writes_when_quiet),
         ]
         flush_check_ms = self.config["log.flush.scheduler.interval.ms"]
         if flush_check_ms < NEVER_MS:   # Kafka's default is Long.MAX_VALUE: no flusher at all
@@ -182,6 +188,16 @@ class ReplicaManager:
                 task()
             except Exception:  # a periodic task never takes the broker down
                 log.exception("Periodic task %s failed", getattr(task, "__name__", task))
+
+    def finish_deferred_writes_when_quiet(self, now_ms: int | None = None) -> None:
+        """The periodic pass: :meth:`finish_deferred_writes` once state changes have been
+        quiet for a while (or the last pass is long ago)."""
+        now = monotonic_ms() if now_ms is None else now_ms
+        if (now - self._state_changed_ms < DEFERRED_WRITES_QUIET_MS
+                and now - self._deferred_pass_ms < DEFERRED_WRITES_MAX_WAIT_MS):
+            return
+        self._deferred_pass_ms = now
+        self.finish_deferred_writes()
 
     def finish_deferred_writes(self) -> None:
         # Not beside a LeaderAndIsr or StopReplica being applied: both yield to the loop
@@ -274,7 +290,10 @@ class ReplicaManager:
 
     def leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         with self._state_change_lock:
-            return self._leader_and_isr(request, correlation_id)
+            try:
+                return self._leader_and_isr(request, correlation_id)
+            finally:
+                self._state_changed_ms = monotonic_ms()
 
     def _leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
@@ -395,7 +414,10 @@ class ReplicaManager:
 
     def stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         with self._state_change_lock:
-            return self._stop_replica(request, correlation_id)
+            try:
+                return self._stop_replica(request, correlation_id)
+            finally:
+                self._state_changed_ms = monotonic_ms()
 
     def _stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]

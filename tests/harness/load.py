@@ -7,6 +7,8 @@ import threading
 import time
 from typing import NamedTuple
 
+import gevent
+
 from kafka_ha.client.consumer import Consumer
 from kafka_ha.client.producer import Producer
 
@@ -173,6 +175,12 @@ class BackgroundProducer:
             self._produce()
         finally:
             self.producer.close()
+            # This thread's greenlets must die on this thread.  Left referenced from the
+            # main thread (through self.producer), they were freed there after the thread
+            # had ended, by greenlet's clean-up of a dead thread's state, which once spun
+            # for minutes inside a test (greenlet 3.5, under pytest-xdist).
+            self.producer = None
+            gevent.get_hub().destroy(destroy_loop=True)
 
     def _produce(self):
         i = 0

@@ -216,3 +216,28 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
     rm.finish_deferred_writes()
     assert len(writes) == before + 6 and len(rm.deferred_writes) == 0
     assert all(checkpoint(log_dir, TopicPartition("t", p)) == [(1, 0), (2, 5)] for p in range(6))
+
+
+def test_the_periodic_pass_waits_for_state_changes_to_be_quiet(tmp_path, writes):
+    # In a failover the pass took 2 s of a survivor's loop while partitions waited to be
+    # writable again: it now runs once LeaderAndIsr has been quiet for a while.
+    from kafka_ha.broker import replica_manager as rm_module
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    rm.leader_and_isr(leader_and_isr(range(6)), 1)
+    changed = rm._state_changed_ms
+    rm.finish_deferred_writes_when_quiet(changed + rm_module.DEFERRED_WRITES_QUIET_MS - 1)
+    assert len(rm.deferred_writes) == 6 and os.listdir(log_dir) == []
+    rm.finish_deferred_writes_when_quiet(changed + rm_module.DEFERRED_WRITES_QUIET_MS)
+    assert len(rm.deferred_writes) == 0 and len(os.listdir(log_dir)) == 6
+
+
+def test_the_periodic_pass_runs_at_the_latest_after_its_longest_wait(tmp_path, writes):
+    from kafka_ha.broker import replica_manager as rm_module
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    rm.leader_and_isr(leader_and_isr(range(6)), 1)
+    # State changes keep coming, but the last pass is long ago.
+    rm._state_changed_ms = rm._deferred_pass_ms + rm_module.DEFERRED_WRITES_MAX_WAIT_MS
+    rm.finish_deferred_writes_when_quiet(rm._deferred_pass_ms + rm_module.DEFERRED_WRITES_MAX_WAIT_MS)
+    assert len(rm.deferred_writes) == 0
