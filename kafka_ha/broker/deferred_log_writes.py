@@ -7,7 +7,8 @@ partitions that took several seconds before the controller got its answer.
 Now the request only changes memory: new logs are created lazily
 (``Log(lazy=True)``) and the new leaders' epochs are recorded with their
 checkpoint write deferred.  Their logs are queued here, and the broker's
-periodic pass (:meth:`DeferredLogWrites.finish`) catches up shortly after:
+periodic pass (:meth:`DeferredLogWrites.finish`) catches up once LeaderAndIsr
+has been quiet for a few seconds (``ReplicaManager.finish_deferred_writes_when_quiet``):
 
 - the directories of a chunk of new logs are created in one call in a native
   thread (``mkdir`` of thousands of directories is seconds of system time that
