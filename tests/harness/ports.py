@@ -6,6 +6,7 @@ broker must be able to bind it again after a restart), and so that concurrent te
 one machine are unlikely to collide.  Within one process no port is handed out twice.
 """
 
+import os
 import random
 
 from kafka_ha.tools.processes import port_free
@@ -20,7 +21,24 @@ def _candidate_range():
     except (OSError, ValueError, IndexError):
         low = 32768
     high = min(low, 32768) - 200
-    return (10000, high) if high > 11000 else (40000, 60000)
+    low, high = (10000, high) if high > 11000 else (40000, 60000)
+    return _worker_slice(low, high, os.environ.get("PYTEST_XDIST_WORKER"),
+                         os.environ.get("PYTEST_XDIST_WORKER_COUNT"))
+
+
+def _worker_slice(low, high, worker, count):
+    """The part of [low, high) that a pytest-xdist worker draws from: workers are separate
+    processes, so ``_handed_out`` cannot keep one from taking a port another has just
+    checked and is about to bind; disjoint slices can.
+
+    >>> _worker_slice(10000, 30000, "gw1", "2"), _worker_slice(10000, 30000, None, None)
+    ((20000, 30000), (10000, 30000))
+    """
+    if not worker or not count or not worker.startswith("gw"):
+        return low, high
+    index, count = int(worker[2:]), max(1, int(count))
+    size = (high - low) // count
+    return low + index * size, low + (index + 1) * size
 
 
 def free_port_block(offsets, attempts=500):
