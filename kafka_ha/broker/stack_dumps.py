@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import IO, Callable
 
 FILE_NAME = "stacks.log"
+# The last line of every SIGUSR1 dump: a reader waits for it, not for the file to grow
+# (a large dump reaches the file in several writes).
+END_MARKER = "==== end of stacks ====\n"
 
 # More state to write after the stacks, each a function returning text.
 _describers: list[Callable[[], str]] = []
@@ -46,7 +49,7 @@ def format_stacks() -> str:
             extra.append(describe())
         except Exception as e:   # a dump must come out whatever a describer does
             extra.append(f"({describe!r} failed: {type(e).__name__}: {e})\n")
-    return header + "\n".join(format_run_info()) + "\n" + "".join(extra)
+    return header + "\n".join(format_run_info()) + "\n" + "".join(extra) + END_MARKER
 
 
 def install(log_dir: Path) -> IO:

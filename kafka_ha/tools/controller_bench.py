@@ -238,7 +238,8 @@ class Bench:
 
 def dump_stacks(cluster, brokers: list[int], wait_s: float = 10.0) -> list[Path]:
     """Ask each live broker of ``brokers`` for its greenlets' stacks (SIGUSR1,
-    broker/stack_dumps.py) and return the stacks.log files that grew within ``wait_s``."""
+    broker/stack_dumps.py) and return the stacks.log files that got a whole new dump within
+    ``wait_s``."""
     asked = []
     for b in brokers:
         pid = cluster.broker_pid(b)
@@ -250,11 +251,18 @@ def dump_stacks(cluster, brokers: list[int], wait_s: float = 10.0) -> list[Path]
     deadline = time.monotonic() + wait_s
     grown: list[Path] = []
     while asked and time.monotonic() < deadline:
-        grown = [p for p, size in asked if p.exists() and p.stat().st_size > size]
+        grown = [p for p, size in asked if p.exists() and p.stat().st_size > size
+                 and _read_from(p, size).endswith(stack_dumps.END_MARKER)]
         if len(grown) == len(asked):
             break
         time.sleep(0.1)
     return grown
+
+
+def _read_from(path: Path, offset: int) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        f.seek(offset)
+        return f.read()
 
 
 def wchs(port: int) -> int:
