@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-from typing import Callable, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 from kafka_ha import clock
 from kafka_ha.model import TopicPartition
@@ -22,13 +22,13 @@ from kafka_ha.records.timestamps import apply_timestamp_type
 from kafka_ha.records.recompress import recompress
 from kafka_ha.records.validate import assign_offsets, validate_follower_records
 
-from .checkpoints import fsync_dir
 from .compaction import require_keys
 from .config import LogConfig
 from .errors import OffsetOutOfRangeError, RecordSetTooLargeError
 from .loader import load_epoch_cache, load_segments, new_epoch_cache
 from .rolling import expired_active_segment, roll_jitter_ms, segment_sized_runs, time_to_roll
 from .segment import MAX_RELATIVE_OFFSET, FileSlice, LogSegment
+from .flushing import Flushing
 from .segment_removal import SegmentRemoval
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class FetchData(NamedTuple):
         return b"".join(s.read() for s in self.slices)
 
 
-class Log(SegmentRemoval):
+class Log(Flushing, SegmentRemoval):
     """Segments ``[log_start_offset, log_end_offset)`` of one partition in ``dir``.
 
     The log start offset may lie inside the first segment (a follower follows
@@ -264,17 +264,6 @@ class Log(SegmentRemoval):
         active.append(first, last, buffer, max_timestamp)
         self._unflushed_messages += count
 
-    def _maybe_flush(self) -> None:
-        """flush.messages: after the epochs of the appended records are known (0 flushes
-        every append, as in Kafka)."""
-        if self.config.flush_messages is not None and self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
-
-    def flush_due(self, now: int) -> bool:
-        """flush.ms: whether appends have waited long enough for the broker's flusher
-        (``now`` from :func:`kafka_ha.clock.monotonic_ms`)."""
-        return self.config.flush_ms is not None and now - self.last_flush_ms >= self.config.flush_ms
-
     def _draw_jitter(self) -> int:
         return roll_jitter_ms(self.config.segment_ms, self.config.segment_jitter_ms)
 
@@ -390,54 +379,7 @@ class Log(SegmentRemoval):
         self.recovery_point = offset
         log.info("%s: truncated fully, restarting at offset %d", self.tp, offset)
 
-    # --- durability and lifecycle ---------------------------------------------------------------------
-
-    def flush(self, up_to: int | None = None, fsync: Callable[[int], None] | None = None) -> None:
-        """fsync the segments holding offsets in ``[recovery_point, up_to)`` and advance
-        the recovery point (default: to the LEO).
-
-        ``fsync`` (default ``os.fsync``) syncs the segment files; the broker passes one
-        that runs in a native thread, so other greenlets may append to, truncate or
-        flush this log meanwhile.  Appends after the start are not claimed; after a
-        truncation meanwhile the recovery point does not advance (the flushed
-        offsets may hold other records by now).
-        """
-        self.materialize()
-        leo, truncations, unflushed = self.log_end_offset, self._truncations, self._unflushed_messages
-        target = leo if up_to is None else min(up_to, leo)
-        if target == leo:
-            self.last_flush_ms = clock.monotonic_ms()   # flush.ms counts what is still unflushed
-        if self._dir_dirty:
-            self._dir_dirty = False
-            fsync_dir(self.dir)       # new or deleted segment files must survive a crash too
-        if self._parent_dirty:
-            self._parent_dirty = False
-            fsync_dir(os.path.dirname(self.dir))     # and so must the log's own directory
-        # The epochs of the records about to become durable, and of any truncation.
-        self.epoch_cache.sync()
-        if target <= self.recovery_point:
-            return
-        for segment, next_base in zip(list(self._segments), self._bases[1:] + [None]):
-            if self._truncations != truncations:
-                return
-            if segment.base_offset < self._bases[0]:
-                continue                  # retention deleted it meanwhile
-            if segment.base_offset < target and (next_base is None or next_base > self.recovery_point):
-                segment.flush(fsync)
-        if self._truncations != truncations:
-            return
-        self.recovery_point = max(self.recovery_point, target)
-        if target == leo:
-            self._unflushed_messages = max(0, self._unflushed_messages - unflushed)
-
-    def flush_rolled_segments(self, fsync: Callable[[int], None] | None = None) -> bool:
-        """Flush up to the active segment, as Kafka does when a segment rolls, so that the
-        recovery point moves without flush settings; False if there was nothing to do."""
-        active_base = self._bases[-1]
-        if active_base <= self.recovery_point:
-            return False
-        self.flush(active_base, fsync)
-        return True
+    # --- lifecycle (flushing: .flushing) ---------------------------------------------------------------------
 
     def close(self) -> None:
         for segment in self._segments:

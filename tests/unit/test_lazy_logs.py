@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-import kafka_ha.log.log as log_module
+import kafka_ha.log.flushing as flushing_module
 from kafka_ha.log import Log, LogConfig, LogManager
 from kafka_ha.log.loader import EPOCH_CHECKPOINT
 from kafka_ha.model import TopicPartition
@@ -149,7 +149,7 @@ def test_a_clean_shutdown_writes_every_new_log(tmp_path):
 
 def test_the_first_flush_makes_the_new_directory_durable(tmp_path, monkeypatch):
     synced = []
-    monkeypatch.setattr(log_module, "fsync_dir", synced.append)
+    monkeypatch.setattr(flushing_module, "fsync_dir", synced.append)   # where Log.flush finds it
     lg = new_log(tmp_path, lazy=True)
     lg.append_as_leader(batch(), 1)
     lg.flush()
