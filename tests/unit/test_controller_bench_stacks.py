@@ -10,8 +10,8 @@ from kafka_ha.tools.controller_bench import dump_stacks
 CHILD = ("import sys, time\n"
          "from kafka_ha.broker import stack_dumps\n"
          "stack_dumps.install(sys.argv[1])\n"
-         "print('ready', flush=True)\n"
          "def waiting_like_a_hung_controller():\n"
+         "    print('ready', flush=True)   # from inside: a dump now shows this frame\n"
          "    time.sleep(120)\n"
          "waiting_like_a_hung_controller()\n")
 
