@@ -25,12 +25,13 @@ import gevent
 
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.api import ApiKey
-from kafka_ha.protocol.connection import BrokerConnection, BrokerConnectionError, BrokerUnreachable
+from kafka_ha.protocol.connection import (BrokerConnection, BrokerConnectionError, BrokerUnreachable,
+                                          SocketReplaced)
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.primitives import ProtocolError
 
-from .errors import (KafkaConnectionError, KafkaError, KafkaTimeoutError, KafkaUnreachableError,
-                     NoBrokersAvailable, error_for)
+from .errors import (KafkaConnectionError, KafkaError, KafkaNotSentError, KafkaTimeoutError,
+                     KafkaUnreachableError, NoBrokersAvailable, error_for)
 
 log = logging.getLogger(__name__)
 
@@ -227,11 +228,19 @@ class ClusterMetadata:
         return conn
 
     def request(self, node_id: int, api_key: int, version: int, body: dict[str, Any],
-                timeout_s: float | None = None) -> dict[str, Any]:
-        """One request to broker ``node_id``; connection failures raise KafkaConnectionError."""
+                timeout_s: float | None = None, on_socket: int | None = None) -> dict[str, Any]:
+        """One request to broker ``node_id``; connection failures raise KafkaConnectionError.
+
+        ``on_socket`` (from :meth:`socket_generation`): send only on that socket,
+        else raise ``KafkaNotSentError``.
+        """
         conn = self.connection(node_id)
         return self._tracked(node_id, self._exchange, conn, f"broker {node_id}", api_key,
-                             version, body, timeout_s)
+                             version, body, timeout_s, on_socket)
+
+    def socket_generation(self, node_id: int) -> int:
+        """Which socket to broker ``node_id`` is in use now (it counts dropped ones)."""
+        return self.connection(node_id).generation
 
     def reconnect_delay(self, node_id: int, now: float | None = None) -> float:
         """Seconds to wait before using ``node_id`` again after a refused connection (0: go)."""
@@ -244,7 +253,7 @@ class ClusterMetadata:
                    body: dict[str, Any]) -> dict[str, Any]:
         """Like :meth:`request`, to an address learnt elsewhere (a group coordinator)."""
         conn = self.connection_to(node_id, host, port)
-        return self._exchange(conn, f"broker {node_id}", api_key, version, body, None)
+        return self._exchange(conn, f"broker {node_id}", api_key, version, body, None, None)
 
     def send_only(self, node_id: int, api_key: int, version: int, body: dict[str, Any]) -> None:
         """Send a request that gets no response (Produce acks=0)."""
@@ -257,7 +266,7 @@ class ClusterMetadata:
         for address, label, conn in self._candidates():
             tried.append(address)
             try:
-                return self._exchange(conn, label, api_key, version, body, None)
+                return self._exchange(conn, label, api_key, version, body, None, None)
             except KafkaConnectionError as exc:
                 log.debug("request to %s failed: %s", label, exc)
                 last_error = exc.message
@@ -295,9 +304,12 @@ class ClusterMetadata:
             raise KafkaConnectionError(f"broker {node_id}: {exc}") from exc
 
     def _exchange(self, conn: BrokerConnection, label: str, api_key: int, version: int,
-                  body: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+                  body: dict[str, Any], timeout_s: float | None,
+                  on_socket: int | None) -> dict[str, Any]:
         try:
-            return conn.request(api_key, version, body, timeout_s)
+            return conn.request(api_key, version, body, timeout_s, on_socket)
+        except SocketReplaced as exc:
+            raise KafkaNotSentError(f"{label}: {exc}") from exc
         except BrokerUnreachable as exc:
             raise KafkaUnreachableError(f"{label}: {exc}") from exc
         except (BrokerConnectionError, ProtocolError) as exc:

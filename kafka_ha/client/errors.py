@@ -83,6 +83,10 @@ class KafkaUnreachableError(KafkaConnectionError):
     """The connection could not be established, so the request was never sent."""
 
 
+class KafkaNotSentError(KafkaConnectionError):
+    """The connection the request was drained for dropped before it was sent."""
+
+
 class NoBrokersAvailable(FatalError):
     """None of the bootstrap or known brokers answered a Metadata request."""
 

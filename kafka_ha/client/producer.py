@@ -7,7 +7,9 @@ broker leads.  Retriable failures put the batch back into its partition queue
 ahead of newer batches and mark the metadata stale; the next loop refreshes it
 before resending.  With 1 request in flight a retry can never be overtaken by
 later records; with more (Kafka's default, 5) a newer batch already in flight
-may be written before a retried one, as in Kafka without idempotence.
+may be written before a retried one, as in Kafka without idempotence.  A
+dropped connection fails every request drained for it, sent or not, so those
+are all retried in order.
 
 Works in gevent programs and in plain scripts: the sender runs whenever the
 caller blocks on the producer (``future.get()``, ``flush()``, ``close()``,
@@ -33,8 +35,8 @@ from kafka_ha.records.format import codec_id
 
 from .accumulator import ProducerBatch, RecordAccumulator
 from .cluster import ClusterMetadata, MetadataSnapshot
-from .errors import (FatalError, KafkaConnectionError, KafkaError, KafkaTimeoutError,
-                     KafkaUnreachableError, error_for)
+from .errors import (FatalError, KafkaConnectionError, KafkaError, KafkaNotSentError,
+                     KafkaTimeoutError, KafkaUnreachableError, error_for)
 from .future import RecordFuture
 from .partitioner import DefaultPartitioner, Partitioner
 
@@ -254,12 +256,19 @@ class Producer:
             delay = min([*blocked.values(), *([] if delay is None else [delay])])
         for node, batches in ready.items():
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
-            gevent.spawn(self._produce, node, batches)
+            gevent.spawn(self._produce, node, batches, self._socket_in_use(node))
         if self._acc.waiting_for_leader(leader_of):
             self._metadata_stale = True
             wait = max(self._next_metadata_at - now, self.retry_backoff_s)
             delay = wait if delay is None else min(delay, wait)
         return delay
+
+    def _socket_in_use(self, node: int) -> int | None:
+        # The request goes on this socket or not at all (see _produce).
+        try:
+            return self.cluster.socket_generation(node)
+        except KafkaError:
+            return None
 
     def _refresh_metadata(self, now: float) -> None:
         self._next_metadata_at = now + self.retry_backoff_s
@@ -269,7 +278,14 @@ class Producer:
         except KafkaError as exc:
             log.warning("metadata refresh failed (will retry): %s", exc)
 
-    def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+    def _produce(self, node: int, batches: list[ProducerBatch], on_socket: int | None) -> None:
+        """Send ``batches`` on the socket that was in use when they were drained.
+
+        A pipelined request that did not reach that socket before it dropped is
+        not sent on the next one: the batches before it failed with the old
+        socket and wait out their retry backoff, and sending it now would write
+        it ahead of them.  It fails too, and all are retried in order.
+        """
         try:
             body = self._request_body(batches)
             if self.acks == 0:
@@ -278,9 +294,10 @@ class Producer:
                     self._finish(batch, lambda b: b.complete(-1))
             else:
                 response = self.cluster.request(node, ApiKey.PRODUCE, produce_version(self.compression), body,
-                                                timeout_s=self.request_timeout_ms / 1000.0 + 1.0)
+                                                timeout_s=self.request_timeout_ms / 1000.0 + 1.0,
+                                                on_socket=on_socket)
                 self._handle_response(node, batches, response)
-        except KafkaUnreachableError as exc:
+        except (KafkaUnreachableError, KafkaNotSentError) as exc:
             # Never sent, so this try does not count against `retries` (as in Kafka, where
             # only sent requests do); delivery_timeout_ms bounds the wait for the broker.
             for batch in batches:

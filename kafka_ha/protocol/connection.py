@@ -56,6 +56,10 @@ class ConnectionClosed(BrokerConnectionError):
     """``close()`` was called; the connection cannot be used any more."""
 
 
+class SocketReplaced(BrokerConnectionError):
+    """The request was meant for a socket that has dropped since; it was not sent."""
+
+
 class _Pending:
     """A request sent on the current socket whose response is not read yet."""
 
@@ -98,6 +102,11 @@ class BrokerConnection:
     def connected(self) -> bool:
         return self._sock is not None
 
+    @property
+    def generation(self) -> int:
+        """Counts dropped sockets: pass it to :meth:`request` as ``on_socket``."""
+        return self._generation
+
     def connect(self) -> None:
         """Open the socket now (requests also connect lazily)."""
         with self._lock:
@@ -108,14 +117,20 @@ class BrokerConnection:
         self._drop_socket()
 
     def request(self, api_key: int, api_version: int, body: dict[str, Any],
-                timeout_s: float | None = None) -> dict[str, Any]:
+                timeout_s: float | None = None, on_socket: int | None = None) -> dict[str, Any]:
         """Send one request and return its decoded response body.
 
         ``timeout_s`` overrides the connection default for this call (long
-        polls such as Fetch need more than ``max_wait_ms``).
+        polls such as Fetch need more than ``max_wait_ms``).  ``on_socket``, a
+        :attr:`generation` read earlier, sends the request only if that socket
+        is still the one in use (else ``SocketReplaced``): a producer that
+        pipelines batches must not send a later batch on a new socket while
+        the earlier ones, lost with the old socket, wait for their retry.
         """
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         with self._lock:
+            if on_socket is not None and on_socket != self._generation:
+                raise SocketReplaced(f"{self}: the connection dropped before the request was sent")
             correlation_id = self._send(api_key, api_version, body, deadline)
             pending = _Pending(self._generation)
             self._pending.append(pending)

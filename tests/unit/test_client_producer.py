@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import gevent
+import gevent.event
 import pytest
 
 from kafka_ha.client.cluster import ClusterMetadata
@@ -277,6 +278,37 @@ def test_pipelined_batches_that_fail_together_are_retried_in_order(cluster, make
     assert peak[0] > 1
     assert [f.get().offset for f in futures] == list(range(30))
     assert [v[:3] for v in values(cluster, TopicPartition("t", 0))] == [b"%03d" % i for i in range(30)]
+
+
+def test_a_batch_drained_before_its_connection_dropped_is_never_sent_on_the_next(
+        cluster, make_producer):
+    # Batches drained for a connection live and die with it, as in Kafka's sender. Here the
+    # requests for batches 3 and 4 reach the socket only after the first request's failure
+    # dropped it: sent on a fresh connection they would be written ahead of the retried
+    # batches 0-2.
+    cluster.create_topic("t", 1)
+    producer = make_producer(batch_size=200, linger_ms=0, max_in_flight_requests_per_connection=5)
+    request, calls, first_failed = producer.cluster.request, [0], gevent.event.Event()
+
+    def late_for_some(node, api_key, *args, **kwargs):
+        if api_key != ApiKey.PRODUCE:
+            return request(node, api_key, *args, **kwargs)
+        call, calls[0] = calls[0], calls[0] + 1
+        if call in (3, 4):
+            first_failed.wait()
+        try:
+            return request(node, api_key, *args, **kwargs)
+        finally:
+            if call == 0:
+                first_failed.set()
+
+    producer.cluster.request = late_for_some
+    cluster.fail(ApiKey.PRODUCE, None, times=1)
+    futures = [producer.send("t", b"%03d" % i, partition=0) for i in range(10)]
+    producer.flush()
+    assert calls[0] > 5
+    assert [v[:3] for v in values(cluster, TopicPartition("t", 0))] == [b"%03d" % i for i in range(10)]
+    assert [f.get().offset for f in futures] == list(range(10))
 
 
 def test_max_in_flight_must_be_positive(cluster):
