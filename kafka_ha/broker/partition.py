@@ -44,8 +44,12 @@ class Partition:
     def __init__(self, tp: TopicPartition, broker_id: int, log_: object,
                  min_isr: Callable[[], int], isr_writer: object,
                  halt: Halt = storage_failure.halt,
-                 is_live: Callable[[int], bool] = lambda _broker: True) -> None:
+                 is_live: Callable[[int], bool] = lambda _broker: True,
+                 defer_disk_work: Callable[[object], None] | None = None) -> None:
         self.tp = tp
+        # Given the log when an append left its epoch checkpoint for the broker's
+        # deferred pass (deferred_log_writes); None: appends write it themselves.
+        self._defer_disk_work = defer_disk_work
         # Whether the controller's latest metadata lists a broker as live (registered).
         self._is_live = is_live
         self._halt = halt
@@ -200,8 +204,11 @@ class Partition:
 
     def append_as_follower(self, records) -> None:
         """Append what the leader sent (the replica fetcher)."""
+        defer = self._defer_disk_work is not None
         with self._writing("appending to"):
-            self.log.append_as_follower(records)
+            self.log.append_as_follower(records, defer_epoch_checkpoint=defer)
+        if defer and self.log.disk_work_pending:
+            self._defer_disk_work(self.log)
         self.producers.appended_as_follower(records)
 
     # ---- leader: follower fetches ------------------------------------------
@@ -358,8 +365,9 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         self.truncations += 1
         with self._writing("truncating"):
-            self.log.truncate_to(offset)
-        self.producers.truncated(self.log.log_end_offset)
+            cut = self.log.truncate_to(offset)
+        if cut:   # else no producer snapshot can lie beyond the log end, which did not move
+            self.producers.truncated(self.log.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._notify()
 

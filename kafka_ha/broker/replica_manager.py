@@ -370,7 +370,8 @@ class ReplicaManager:
         log_ = self.log_manager.get_or_create_log(tp, self._log_config_for(tp.topic))
         partition = Partition(tp, self.broker_id, log_, lambda: self._min_isr_for(tp.topic),
                               self.isr_writer, self._halt,
-                              is_live=lambda b: self._endpoint_of(b) is not None)
+                              is_live=lambda b: self._endpoint_of(b) is not None,
+                              defer_disk_work=self.deferred_writes.add)
         partition.restore_high_watermark(self._checkpointed_hws.get(tp, 0))
         self.partitions[tp] = partition
         return partition

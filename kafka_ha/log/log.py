@@ -225,11 +225,14 @@ class Log(Flushing, SegmentRemoval):
         return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.count, max_ts,
                           assigned.shallow_count, append_time)
 
-    def append_as_follower(self, records) -> AppendInfo:
+    def append_as_follower(self, records, defer_epoch_checkpoint: bool = False) -> AppendInfo:
         """Append fetched entries that must continue the log at or after the LEO.
 
         A partial trailing entry is dropped (the next fetch asks for it again);
-        the epochs of v2 batches go into the epoch cache.
+        the epochs of v2 batches go into the epoch cache, with the checkpoint
+        write left for later if ``defer_epoch_checkpoint`` (as a new leader's:
+        after a failover every follower sees a new epoch in thousands of
+        partitions at once; why deferring is safe: :mod:`.epoch_cache`).
         """
         leo = self.log_end_offset
         # Gaps are allowed (Kafka's rule): a compacted leader log has them, and any
@@ -247,7 +250,10 @@ class Log(Flushing, SegmentRemoval):
                                                                       self.config.segment_bytes):
                 self._append(first, last, valid[start:end], max_ts, last - first + 1)
         for epoch, start in checked.epochs:
-            self.epoch_cache.assign(epoch, start)
+            if defer_epoch_checkpoint:
+                self.epoch_cache.assign_deferred(epoch, start)
+            else:
+                self.epoch_cache.assign(epoch, start)
         self._maybe_flush()
         return AppendInfo(leo, checked.last_offset, count, checked.max_timestamp, checked.shallow_count)
 

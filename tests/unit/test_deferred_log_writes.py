@@ -134,6 +134,48 @@ def test_a_failover_defers_the_new_leaders_checkpoints_of_existing_logs(tmp_path
     assert all(checkpoint(log_dir, TopicPartition("t", p)) == [(1, 0), (2, 5)] for p in range(6))
 
 
+def follow_and_append(rm, epochs, partitions=range(6)):
+    """Broker 2 leads; this broker appends a batch of 5 records per leader epoch in ``epochs``."""
+    for epoch in epochs:
+        rm.leader_and_isr(leader_and_isr(partitions, leader_epoch=epoch, leader_of=lambda p: 2), epoch)
+        for p in partitions:
+            partition = rm.partitions[TopicPartition("t", p)]
+            partition.append_as_follower(build_v2_batch(
+                [Record(None, b"r")] * 5, base_offset=partition.log.log_end_offset,
+                partition_leader_epoch=epoch))
+
+
+def test_a_follower_defers_the_checkpoint_of_a_new_epoch_it_appends(tmp_path, writes):
+    """A failover profile at 10k partitions: each follower wrote one checkpoint file per
+    partition on the loop when the first batch of the new leader's epoch arrived.  It is
+    left to the pass now, as the new leaders' own are."""
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    follow_and_append(rm, [1])
+    rm.finish_deferred_writes()
+    rm.log_manager.flush_all()
+    before = len(writes)
+    follow_and_append(rm, [2])
+    assert len(writes) == before and len(rm.deferred_writes) == 6
+    assert rm.partitions[TopicPartition("t", 0)].log.end_offset_for_epoch(1) == (1, 5)   # in memory at once
+    rm.finish_deferred_writes()
+    assert len(writes) == before + 6 and len(rm.deferred_writes) == 0
+    assert all(checkpoint(log_dir, TopicPartition("t", p)) == [(1, 0), (2, 5)] for p in range(6))
+
+
+def test_a_crash_before_the_pass_recovers_a_followers_epochs(tmp_path):
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    tp = TopicPartition("t", 0)
+    follow_and_append(rm, [1], [0])
+    rm.partitions[tp].log.flush()
+    follow_and_append(rm, [4], [0])
+    assert checkpoint(log_dir, tp) == [(1, 0)]                                # the crash window
+    restarted = LogManager([log_dir], CONFIG).get_log(tp)
+    assert restarted.epoch_cache.entries() == [(1, 0), (4, 5)]
+    assert restarted.end_offset_for_epoch(3) == (1, 5)
+
+
 def test_a_crash_before_the_pass_recovers_the_right_epochs(tmp_path):
     """The new leader appends in its deferred epoch, then the process dies before the
     pass: the checkpoint on disk is stale, and the restart rebuilds it from the batches."""

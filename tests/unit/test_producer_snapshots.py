@@ -198,3 +198,24 @@ def test_the_broker_forgets_producers_idle_for_the_expiration_time(tmp_path):
         assert partition.producers.check(idempotent(9, 0, 2))[0].error == E.NONE
     finally:
         manager.close()
+
+
+def test_a_truncation_that_cuts_nothing_leaves_the_snapshots_alone(tmp_path, monkeypatch):
+    """After a failover every follower truncates each partition to the leader's epoch end,
+    which is mostly its own log end: at 10k partitions, queueing a snapshot-directory scan
+    for each took a second of the loop.  No snapshot can lie beyond a log end that did not move."""
+    from kafka_ha.broker.partition import Partition
+    removed = []
+    monkeypatch.setattr(snapshots.SnapshotFiles, "remove_above", lambda self, end: removed.append(end))
+    log_ = open_log(tmp_path)
+    try:
+        p = Partition(TP, 1, log_, lambda: 1, None)
+        for offset in range(4):
+            p.append_as_follower(build_v2_batch([Record(None, b"v")], base_offset=offset))
+        p.truncate_to(4)
+        p.truncate_to(9)
+        assert removed == []
+        p.truncate_to(2)
+        assert removed == [2] and log_.log_end_offset == 2
+    finally:
+        log_.close()
