@@ -46,10 +46,12 @@ NEVER_MS = 10**12
 DELETE_LOGS_INTERVAL_S = 1.0
 # How often the disk work that LeaderAndIsr deferred is looked for; it is done once no
 # LeaderAndIsr or StopReplica came for DEFERRED_WRITES_QUIET_MS (in a failover it took
-# 2 s of a survivor's loop while partitions waited to be writable again), or at the
-# latest DEFERRED_WRITES_MAX_WAIT_MS after the last pass.  Nothing depends on it for safety.
+# 2 s of a survivor's loop while partitions waited to be writable again; 3 s of quiet
+# still put it inside a 10k-partition window, whose first acks=all writes come 3-4 s
+# after the LeaderAndIsr), or at the latest DEFERRED_WRITES_MAX_WAIT_MS after the last
+# pass.  Nothing depends on it for safety.
 DEFERRED_WRITES_INTERVAL_S = 0.2
-DEFERRED_WRITES_QUIET_MS = 3000
+DEFERRED_WRITES_QUIET_MS = 10000
 DEFERRED_WRITES_MAX_WAIT_MS = 30000
 
 log = logging.getLogger(__name__)
