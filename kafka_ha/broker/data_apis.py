@@ -188,7 +188,10 @@ class DataApis:
             max_total = min(max_total, DOWN_CONVERT_MAX_BYTES)
         params = FetchParams(replica_id, 0 if fenced else request["max_wait_ms"], request["min_bytes"],
                              max_total, hard_max_bytes_limit=version < 3, as_stored=not old_reader,
-                             quota=self.leader_quota if replica_id >= 0 else None)
+                             quota=self.leader_quota if replica_id >= 0 else None,
+                             unchanged=context.session.unchanged_answers(
+                                 self.replicas.get, replica_reads.reads_up_to_leo(replica_id))
+                             if context.incremental else None)
         reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
         if params.quota is not None:
             # Every byte of a throttled partition counts, in-sync followers' too (Kafka's

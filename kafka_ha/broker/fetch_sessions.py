@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -105,6 +105,26 @@ class FetchSession:
             else:
                 cached.fetch_offset, cached.max_bytes = offset, max_bytes
             cached.leader_epoch = (leader_epochs or {}).get(tp, -1)
+
+    def unchanged_answers(self, partition_of: Callable[[TopicPartition], Any],
+                          up_to_leo: bool) -> Callable[[TopicPartition, int], bool]:
+        """A test of whether reading a partition from an offset now would give the answer
+        last sent: this broker leads it, the reader is at its end (the LEO for a
+        follower, else the HW), and the HW and log start are the ones the session
+        holds.  :meth:`select` would leave that answer out, so it need not be read:
+        an idle follower's fetch of thousands of partitions then reads none.
+        (``partition_of`` gives the broker's Partition, or None.)"""
+        cached_of = self.partitions.get
+
+        def unchanged(tp: TopicPartition, fetch_offset: int) -> bool:
+            cached, p = cached_of(tp), partition_of(tp)
+            if cached is None or p is None or not p.is_leader:
+                return False
+            hw = p.high_watermark
+            return (fetch_offset == (p.log.log_end_offset if up_to_leo else hw)
+                    and hw == cached.high_watermark
+                    and p.log.log_start_offset == cached.log_start_offset)
+        return unchanged
 
     def select(self, entries: list[tuple[TopicPartition, dict]]) -> list[tuple[TopicPartition, dict]]:
         """The entries an incremental response carries; rotates those with records to the back."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import gevent
 
@@ -57,6 +57,10 @@ class FetchParams:
     # The leader's replication quota (replication_quota.ReplicationQuota), for a
     # follower's fetch: a throttled partition is left out while it is exceeded.
     quota: Any = None
+    # An incremental session's test (FetchSession.unchanged_answers): whether reading a
+    # partition from an offset would give the answer the session last sent, which an
+    # incremental response leaves out, so it is not read at all.
+    unchanged: Callable[[TopicPartition, int], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -128,9 +132,12 @@ def read_partitions(partitions: HostedPartitions, params: FetchParams, wanted: l
                     ) -> tuple[list[tuple[TopicPartition, PartitionRead]], int, bool]:
     """One read of every partition within the limits: (reads, bytes read, whether any failed)."""
     reads, total, errors = [], 0, False
+    unchanged = params.unchanged
     # A fetch of thousands of partitions must not starve the ZooKeeper
     # heartbeat or other connections: it reads in slices.
     for tp, offset, max_bytes in yielding(wanted):
+        if unchanged is not None and unchanged(tp, offset):
+            continue
         read = read_partition(partitions, tp, offset, max_bytes, params,
                               min_one=not params.hard_max_bytes_limit and total == 0,
                               budget=params.max_bytes - total)
