@@ -18,6 +18,7 @@ def test_failover_bench_writes_its_window_and_floor(tmp_path):
     [row] = data["results"]["runs"]
     assert row["partitions"] == 6 and row["acks_all"]["n"] == row["led"] > 0
     assert row["acks_all_failed"] == row["acks_1_failed"] == 0
+    assert row["acks_all_max_runs"] == [row["acks_all"]["max"]]     # one run (--repeat 1)
     # the floor: the session timeout plus the raw rewrite of the same state znodes
     assert row["floor_s"] > row["session_timeout_ms"] / 1000 and row["floor_write_ms"] > 0
     assert [r["baseline"] for r in data["ratios"]] == ["floor: session timeout + raw multis",
