@@ -212,20 +212,25 @@ class ReplicaFetcher:
     def _fetch(self) -> None:
         wanted, partitions = {}, {}
         throttled = 0
+        # This loop runs over every partition of every round (thousands, many times a
+        # second in a failover): the quota, which only holds partitions back while its
+        # rate is over the bound, is asked once per round first.
+        quota = self._quota if self._quota is not None and self._quota.exceeded() else None
+        max_bytes, partition_of = self._max_bytes, self._partition_of
         for tp in sorted(self.fetching):
-            p = self._partition_of(tp)
+            p = partition_of(tp)
             if p is None:
                 self.fetching.discard(tp)
                 continue
-            if self._quota is not None and self._quota.should_throttle(
-                    tp, in_sync=p.log.log_end_offset >= self._leader_hw.get(tp, 1 << 63)):
+            log_end = p.log.log_end_offset
+            if quota is not None and quota.should_throttle(
+                    tp, in_sync=log_end >= self._leader_hw.get(tp, 1 << 63)):
                 throttled += 1   # KIP-73: left out of this request while over the rate
                 continue
             # The leader epoch is part of the position: a new one is sent even in an
             # incremental fetch, so the leader checks the current one (KIP-320).  So is
             # the log start: the leader's DeleteRecords waits to see it move (KIP-107).
-            wanted[tp], partitions[tp] = (p.log.log_end_offset, self._max_bytes, p.leader_epoch,
-                                          p.log.log_start_offset), p
+            wanted[tp], partitions[tp] = (log_end, max_bytes, p.leader_epoch, p.log.log_start_offset), p
         if not wanted:
             if throttled:
                 gevent.sleep(THROTTLED_BACKOFF_S)   # until the rate has room again
