@@ -92,7 +92,10 @@ def test_a_state_change_batch_keeps_every_line_under_the_guard():
     handler.setFormatter(PrefixEachLine("%(levelname)s %(message)s"))
     handler.addFilter(FloodGuard())
     logger = logging.getLogger(LOGGER_NAME)
-    level, logger.level = logger.level, logging.INFO
+    # setLevel, not a plain assignment: it clears the logger's cache of isEnabledFor
+    # answers, which an earlier test that logged state changes at WARNING filled.
+    level = logger.level
+    logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     try:
         batch = StateChangeBatch()
