@@ -44,12 +44,9 @@ YIELD_EVERY_MS = 50
 NEVER_MS = 10**12
 # How often the directories of deleted logs are looked for and removed.
 DELETE_LOGS_INTERVAL_S = 1.0
-# How often the disk work that LeaderAndIsr deferred is looked for; it is done once no
-# LeaderAndIsr or StopReplica came for DEFERRED_WRITES_QUIET_MS (in a failover it took
-# 2 s of a survivor's loop while partitions waited to be writable again; 3 s of quiet
-# still put it inside a 10k-partition window, whose first acks=all writes come 3-4 s
-# after the LeaderAndIsr), or at the latest DEFERRED_WRITES_MAX_WAIT_MS after the last
-# pass.  Nothing depends on it for safety.
+# How often the deferred disk work is looked for; it is done once no LeaderAndIsr or
+# StopReplica came for DEFERRED_WRITES_QUIET_MS (so that it falls after a failover's
+# window: design.md 6.9), or DEFERRED_WRITES_MAX_WAIT_MS after the last pass at the latest.
 DEFERRED_WRITES_INTERVAL_S = 0.2
 DEFERRED_WRITES_QUIET_MS = 10000
 DEFERRED_WRITES_MAX_WAIT_MS = 30000
