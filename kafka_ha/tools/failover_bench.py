@@ -145,9 +145,10 @@ class FailoverBench:
         producer.go()
         return producer.result(timeout_s=400)
 
-    def run_size(self, n: int, scenario: str = "kill") -> dict:
+    def run_size(self, n: int, scenario: str = "kill", run: str = "") -> dict:
         print(f"# {n} partitions, {scenario}", file=sys.stderr, flush=True)
-        cluster, zk = self.cluster(f"{scenario}-{n}")
+        # Each repeat gets a directory of its own: a kept one would hand its logs to the next.
+        cluster, zk = self.cluster(f"{scenario}-{n}{run}")
         row: dict = {"partitions": n, "scenario": scenario, "client": self.args.client,
                      "session_timeout_ms": self.args.session_timeout_ms,
                      "request_timeout_ms": self.args.request_timeout_ms}
@@ -434,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for scenario in scenarios:
             for n in [int(x) for x in args.partitions.split(",") if x]:
-                rows.append(median_run([FailoverBench(args, ensemble).run_size(n, scenario)
-                                        for _ in range(args.repeat)]))
+                rows.append(median_run([FailoverBench(args, ensemble).run_size(
+                    n, scenario, f"-run{i + 1}" if args.repeat > 1 else "") for i in range(args.repeat)]))
     finally:
         ensemble.stop()
     data = run.write(args.json, method=method(args), results={"runs": rows}, ratios=ratios(rows),
