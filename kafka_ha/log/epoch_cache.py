@@ -14,7 +14,9 @@ file against the epochs in the batches after a crash.
 Deferred checkpoint writes.  A partition that becomes leader records its new
 epoch at its log end offset (:meth:`LeaderEpochCache.assign_deferred`); the
 file is written later, by the broker in one pass over all such partitions
-after the LeaderAndIsr, or by the next flush, whichever comes first.  A new
+after the LeaderAndIsr, or by the next flush, whichever comes first.  A follower
+defers the same way the epochs of the batches it appends (after a failover, the
+first batch of the new leader's epoch in each of thousands of partitions).  A new
 log's cache is held (:meth:`LeaderEpochCache.hold`) until its directory exists.
 A crash before that write cannot make truncation answer wrong epochs:
 
