@@ -145,10 +145,10 @@ class FailoverBench:
         producer.go()
         return producer.result(timeout_s=400)
 
-    def run_size(self, n: int, scenario: str = "kill", run: str = "") -> dict:
+    def run_size(self, n: int, scenario: str = "kill", run_suffix: str = "") -> dict:
         print(f"# {n} partitions, {scenario}", file=sys.stderr, flush=True)
         # Each repeat gets a directory of its own: a kept one would hand its logs to the next.
-        cluster, zk = self.cluster(f"{scenario}-{n}{run}")
+        cluster, zk = self.cluster(f"{scenario}-{n}{run_suffix}")
         row: dict = {"partitions": n, "scenario": scenario, "client": self.args.client,
                      "session_timeout_ms": self.args.session_timeout_ms,
                      "request_timeout_ms": self.args.request_timeout_ms}

@@ -96,9 +96,9 @@ class GeventKazooClient(KazooClient):
     greenlet killed or timed out while it waits.  kazoo catches it, fails that
     request with "Connection has been closed" and leaves it queued without a byte,
     so every later request goes out one behind, and the last ones never: a
-    controller waited for good on an answer ZooKeeper had never been asked for.  Here the byte is written without waiting;
-    when the pipe is full it is owed, and a greenlet of the client's own writes the
-    owed bytes as the pipe drains.  Nothing that can be interrupted runs between
+    controller waited for good on an answer ZooKeeper had never been asked for.
+    Here the byte is written without waiting; when the pipe is full it is owed,
+    and a greenlet of the client's own writes the owed bytes as the pipe drains.  Nothing that can be interrupted runs between
     queueing a request and accounting for its byte."""
 
     def __init__(self, *args, **kwargs) -> None:
