@@ -260,7 +260,7 @@ class FailoverBench:
                   "controller event started": rel(handled.get("event_started")),
                   "controller states written": rel(handled.get("states_written")),
                   "controller: LeaderAndIsr acknowledged": rel(handled.get("leader_and_isr_acked"))}
-        updated_after = handled.get("states_written", deleted_at)
+        updated_after = handled.get("new_states_from", deleted_at)
         for b in survivors:
             # The controller may send the UpdateMetadata after the LeaderAndIsr has made every
             # partition writable, so its line can come after the producers are done: wait for it.

@@ -12,6 +12,8 @@ import re
 from datetime import datetime
 
 STAMP = r"^\[(?P<ts>[\d-]+ [\d:]+,\d+)\] "
+# How late a time derived from a line's stamp and its whole-millisecond durations may come out.
+STAMP_ROUNDING_S = 0.002
 HANDLED = re.compile(STAMP + r"INFO Broker failure \[(?P<dead>[\d, ]+)\] handled: (?P<affected>\d+) "
                      r"partitions affected, (?P<written>\d+) state znodes written .* in "
                      r"(?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms", re.M)
@@ -66,13 +68,32 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
 
 def controller_failure_handled(text: str, dead: int, after: float) -> dict | None:
     """The controller's line for the failure of ``dead`` logged after ``after``: when its
-    event started, its states were written and its LeaderAndIsr acknowledged (absolute)."""
+    event started, its states were written and its LeaderAndIsr acknowledged (absolute).
+
+    The start and the write are derived from whole milliseconds (the line's stamp and its two
+    durations), so each may come out up to 2 ms late: ``new_states_from`` is the bound below
+    which a broker's line about the new states cannot be. A broker in the controller's own
+    process can cache the UpdateMetadata within that 2 ms.
+
+    >>> line = ("[2026-01-01 10:00:01,010] INFO Broker failure [2] handled: 2 partitions "
+    ...         "affected, 2 state znodes written (2 with a leader) in 6 ms; LeaderAndIsr acknowledged "
+    ...         "10 ms after the event started\\n")
+    >>> cached = ("[2026-01-01 10:00:01,005] DEBUG Broker 1 cached UpdateMetadata correlation "
+    ...           "id 9 from controller 1 epoch 1: 2 partitions, live brokers [1, 3] (x)\\n")
+    >>> h = controller_failure_handled(line, 2, 0)
+    >>> round(h["states_written"] - log_time("2026-01-01 10:00:01,000"), 3)
+    0.006
+    >>> first_update_metadata(cached, h["new_states_from"]) == log_time("2026-01-01 10:00:01,005")
+    True
+    """
     for m in HANDLED.finditer(text):
         done = log_time(m["ts"])
         if done < after or [int(b) for b in m["dead"].split(",")] != [dead]:
             continue
         started = done - int(m["ack_ms"]) / 1000
-        return {"event_started": started, "states_written": started + int(m["write_ms"]) / 1000,
+        written = started + int(m["write_ms"]) / 1000
+        return {"event_started": started, "states_written": written,
+                "new_states_from": written - STAMP_ROUNDING_S,
                 "leader_and_isr_acked": done, "write_ms": int(m["write_ms"]),
                 "affected": int(m["affected"]), "written": int(m["written"])}
     return None
