@@ -97,6 +97,16 @@ class Reader:
     def int64(self) -> int:
         return _I64.unpack_from(self._buf, self._take(8, "int64"))[0]
 
+    def unpack(self, packer: struct.Struct, what: str) -> tuple:
+        """Several fixed-width values at once (a schema's run of integer fields)."""
+        return packer.unpack_from(self._buf, self._take(packer.size, what))
+
+    def seek(self, offset: int) -> None:
+        """Go back to ``offset`` (one this reader returned), to read again field by field."""
+        if not 0 <= offset <= self._end:
+            raise ValueError(f"offset {offset} outside the buffer")
+        self._pos = offset
+
     def peek_int32(self) -> int | None:
         """The next int32 without reading past it; None if fewer than 4 bytes are left.
 

@@ -20,6 +20,7 @@ kafka_ha.protocol.schema.MissingFieldError: "missing field 'partition'"
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -87,20 +88,54 @@ class Array(Type):
 
     def _make_encoder(self) -> EncodeFn:
         write_item, nullable = self.item.encode, self.nullable
+        packer = getattr(self.item, "packer", None)
+        if packer is not None:
+            names, pack = self.item.names, packer.pack
+
+            def encode_fixed(writer: Writer, items: Any) -> None:
+                if items is None:             # null (or refused), as below
+                    encode(writer, items)
+                    return
+                try:
+                    # One C call per item instead of one per field (see Struct.packer).
+                    data = b"".join([pack(*[item[n] for n in names]) for item in items])
+                    count = len(items)
+                except (KeyError, TypeError, struct.error):
+                    encode(writer, items)     # raises the error of the exact field
+                    return
+                writer.int32(count)
+                writer.raw(data)
 
         def encode(writer: Writer, items: Any) -> None:
             if items is None and not nullable:
                 raise ProtocolError("null is not allowed for a non-nullable array")
             writer.array(items, write_item)
-        return encode
+        return encode_fixed if packer is not None else encode
 
     def _make_decoder(self) -> DecodeFn:
         nullable = self.nullable
+        packer = getattr(self.item, "packer", None)
         if isinstance(self.item, _FixedInt):
             code, size = self.item.code, self.item.size
 
             def read_items(reader: Reader) -> list | None:
                 return reader.fixed_array(code, size)
+        elif packer is not None:
+            names, read_item = self.item.names, self.item.decode
+
+            def read_items(reader: Reader) -> list | None:
+                start = reader.offset
+                try:
+                    count = reader.int32()
+                    if count == -1:
+                        return None
+                    if count < 0:
+                        raise ProtocolError("negative count")
+                    block = reader.raw(count * packer.size)
+                except ProtocolError:
+                    reader.seek(start)        # again item by item, for the exact error
+                    return reader.array(read_item)
+                return [dict(zip(names, values)) for values in packer.iter_unpack(block)]
         else:
             read_item = self.item.decode
 
@@ -246,6 +281,32 @@ class CompactArray(Type):
                          encode, decode)
 
 
+# One step of a Struct's loop: (name, type, None, ()) for a field, or
+# (first name, None, packer, fields) for a run of integer fields read and written
+# with one struct call (the loops over thousands of partitions spend their time in
+# per-field calls otherwise).
+_Step = tuple[str, Any, "struct.Struct | None", tuple[tuple[str, Type], ...]]
+
+
+def _steps(fields: tuple[tuple[str, Type], ...]) -> tuple[_Step, ...]:
+    steps: list[_Step] = []
+    i = 0
+    while i < len(fields):
+        j = i
+        while j < len(fields) and isinstance(fields[j][1], _FixedInt):
+            j += 1
+        if j - i >= 2:
+            run = fields[i:j]
+            packer = struct.Struct(">" + "".join(t.code for _, t in run))  # type: ignore[attr-defined]
+            steps.append((run[0][0], None, packer, run))
+            i = j
+        else:
+            name, typ = fields[i]
+            steps.append((name, typ, None, ()))
+            i += 1
+    return tuple(steps)
+
+
 class Struct(Type):
     """An ordered sequence of named fields, encoded back to back.
 
@@ -256,7 +317,7 @@ class Struct(Type):
     every tag is skipped, since none we serve carries meaning for us.
     """
 
-    __slots__ = ("fields", "names", "tagged")
+    __slots__ = ("fields", "names", "tagged", "packer")
 
     def __init__(self, *fields: tuple[str, Type], tagged: bool = False) -> None:
         self.fields = tuple(fields)
@@ -264,19 +325,32 @@ class Struct(Type):
         self.tagged = tagged
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"duplicate field names in {self.names}")
-        encoders = tuple((name, typ.encode) for name, typ in fields)
-        decoders = tuple((name, typ.decode) for name, typ in fields)
+        steps = _steps(self.fields)
+        # A struct of integers alone (a fetch position, a partition error) is one
+        # struct.Struct, which arrays of it use for all their items at once.
+        self.packer = steps[0][2] if len(steps) == 1 and steps[0][2] and not tagged else None
         super().__init__(f"Struct{self.names}",
-                         self._make_encoder(encoders, tagged),
-                         self._make_decoder(decoders, tagged))
+                         self._make_encoder(steps, tagged),
+                         self._make_decoder(steps, tagged))
 
     @staticmethod
-    def _make_encoder(encoders: tuple[tuple[str, EncodeFn], ...], tagged: bool) -> EncodeFn:
+    def _make_encoder(steps: tuple[_Step, ...], tagged: bool) -> EncodeFn:
+        steps = tuple((name, typ and typ.encode, packer, run) for name, typ, packer, run in steps)
+
         def encode(writer: Writer, value: Any) -> None:
             name = "?"
             try:
-                for name, enc in encoders:
-                    enc(writer, value[name])
+                for name, enc, packer, run in steps:
+                    if packer is None:
+                        enc(writer, value[name])
+                        continue
+                    try:
+                        writer.raw(packer.pack(*[value[n] for n, _ in run]))
+                    except (KeyError, TypeError, struct.error):
+                        # Field by field, for the error of the exact field.
+                        for name, typ in run:
+                            typ.encode(writer, value[name])
+                        raise
                 if tagged:
                     writer.raw(b"\x00")  # no tagged fields
             except MissingFieldError as exc:
@@ -295,13 +369,27 @@ class Struct(Type):
         return encode
 
     @staticmethod
-    def _make_decoder(decoders: tuple[tuple[str, DecodeFn], ...], tagged: bool) -> DecodeFn:
+    def _make_decoder(steps: tuple[_Step, ...], tagged: bool) -> DecodeFn:
+        steps = tuple((name, typ and typ.decode, packer, run) for name, typ, packer, run in steps)
+
         def decode(reader: Reader) -> dict[str, Any]:
             out: dict[str, Any] = {}
             name = "?"
             try:
-                for name, dec in decoders:
-                    out[name] = dec(reader)
+                for name, dec, packer, run in steps:
+                    if packer is None:
+                        out[name] = dec(reader)
+                        continue
+                    start = reader.offset
+                    try:
+                        values = reader.unpack(packer, "integers")
+                    except ProtocolError:
+                        reader.seek(start)    # field by field, for the exact error
+                        for name, typ in run:
+                            out[name] = typ.decode(reader)
+                        raise
+                    for (n, _), v in zip(run, values):
+                        out[n] = v
                 if tagged:
                     name = "_tagged_fields"
                     skip_tagged_fields(reader)
