@@ -56,3 +56,10 @@ def yielding(items: Iterable[T], slice_ms: int | None = None, clock: Callable[[]
             pause()
             sliced_at = clock()
         yield item
+
+
+def in_a_thread(fn: Callable[..., T], *args) -> T:
+    """``fn(*args)`` in the hub's native thread pool, the calling greenlet waiting for it:
+    blocking file work (fsync, a large read or write) then leaves the loop serving I/O
+    and answering ZooKeeper meanwhile."""
+    return gevent.get_hub().threadpool.apply(fn, args)

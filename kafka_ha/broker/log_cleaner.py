@@ -21,7 +21,7 @@ from typing import Callable, Mapping
 
 import gevent
 
-from kafka_ha.cooperative import yielding
+from kafka_ha.cooperative import in_a_thread, yielding
 from kafka_ha.clock import now_ms
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
@@ -35,13 +35,9 @@ from kafka_ha.records.errors import RecordsError
 log = logging.getLogger(__name__)
 
 
-def _in_threadpool(fn, *args):
-    return gevent.get_hub().threadpool.apply(fn, args)
-
-
 class LogCleaner:
     def __init__(self, log_manager: LogManager, high_watermarks: Callable[[], Mapping[TopicPartition, int]],
-                 config: BrokerConfig, offload=_in_threadpool) -> None:
+                 config: BrokerConfig, offload=in_a_thread) -> None:
         self.log_manager = log_manager
         self.high_watermarks = high_watermarks
         self.backoff_s = config["log.cleaner.backoff.ms"] / 1000

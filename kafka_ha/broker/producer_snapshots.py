@@ -35,6 +35,7 @@ from typing import Callable, Iterator
 import gevent
 
 from kafka_ha.broker.producer_state import MAX_SEQUENCE, BatchMetadata, ProducerStates
+from kafka_ha.cooperative import in_a_thread
 from kafka_ha.log.loader import PRODUCER_SNAPSHOT_SUFFIX as SUFFIX
 from kafka_ha.records.format import crc32c
 
@@ -131,15 +132,11 @@ def _read(directory: str, offset: int) -> bytes:
         return f.read()
 
 
-def _in_threadpool(fn, *args):
-    return gevent.get_hub().threadpool.apply(fn, args)
-
-
 class SnapshotFiles:
     """One partition's snapshot files; every operation runs in the threadpool, in the
     order asked for, on a greenlet of its own (callers do not wait)."""
 
-    def __init__(self, directory: Callable[[], str], name: object, offload=_in_threadpool) -> None:
+    def __init__(self, directory: Callable[[], str], name: object, offload=in_a_thread) -> None:
         self._directory = directory          # the log's, which may be renamed (deletion)
         self._name = name
         self._offload = offload

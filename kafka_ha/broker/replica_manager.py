@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import time
+from functools import partial
 from typing import Any, Callable
 
 import gevent
@@ -30,7 +31,7 @@ from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
-from kafka_ha.cooperative import yield_to_io, yielding
+from kafka_ha.cooperative import in_a_thread, yield_to_io, yielding
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -54,14 +55,8 @@ DEFERRED_WRITES_MAX_WAIT_MS = 30000
 log = logging.getLogger(__name__)
 
 
-def _fsync_in_a_thread(fd: int) -> None:
-    """fsync of a segment file off the gevent loop: it can take seconds for a large
-    segment, and the loop must keep serving (and answering ZooKeeper) meanwhile."""
-    gevent.get_hub().threadpool.apply(os.fsync, (fd,))
-
-
-def _in_a_thread(fn: Callable, args: tuple) -> object:
-    return gevent.get_hub().threadpool.apply(fn, args)
+# A segment's fsync, which can take seconds for a large one.
+_fsync_in_a_thread = partial(in_a_thread, os.fsync)
 
 
 class ReplicaManager:
@@ -104,7 +99,7 @@ class ReplicaManager:
         # leaders' epoch checkpoints (deferred_log_writes says why that is safe).
         self.deferred_writes = DeferredLogWrites(
             halt, lambda tp: self.log_manager.get_log(tp) if self.log_manager is not None else None,
-            _in_a_thread)
+            lambda fn, args: in_a_thread(fn, *args))
         self._tasks: list[gevent.Greenlet] = []
 
     def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
@@ -237,7 +232,7 @@ class ReplicaManager:
         if self.log_manager is not None:
             with self._log_start_lock, self._writing("writing the log start offset checkpoint"):
                 for path, offsets in self.log_manager.log_start_checkpoints().items():
-                    _in_a_thread(OffsetCheckpointFile(path).write, (offsets,))
+                    in_a_thread(OffsetCheckpointFile(path).write, offsets)
 
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:
@@ -304,7 +299,8 @@ class ReplicaManager:
         lines = StateChangeBatch()
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         follow: dict[int, set[TopicPartition]] = {}
-        yielded_ms = monotonic_ms()
+        started_ms = yielded_ms = monotonic_ms()
+        led = refused = 0
         for entry in request["partition_states"]:
             if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
                 # A big request must not starve the ZooKeeper heartbeat: on a loaded
@@ -317,8 +313,13 @@ class ReplicaManager:
                        f"{source} for partition {s.tp}")
             error = self._apply(s, source, lines, follow)
             errors.append({"topic": s.tp.topic, "partition": s.tp.partition, "error_code": error})
+            refused += error != ErrorCode.NONE
+            led += error == ErrorCode.NONE and s.leader == self.broker_id
         for leader, tps in follow.items():
             self._fetch_from(leader, tps, live_leaders)
+        lines.info(f"Broker {self.broker_id} handled LeaderAndIsr request {source}: {len(errors)} "
+                   f"partitions ({led} become-leader, {len(errors) - led - refused} become-follower, "
+                   f"{refused} refused) in {monotonic_ms() - started_ms} ms")
         lines.emit()
         self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
