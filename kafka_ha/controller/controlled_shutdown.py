@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from kafka_ha.clock import monotonic_ms
 from kafka_ha.controller import election
 from kafka_ha.controller import events as ev
 from kafka_ha.controller.term import ControllerTerm
@@ -24,7 +25,7 @@ def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest)
     if term is None:
         event.reply.set({"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []})
         return
-    ctx = term.ctx
+    ctx, started_ms = term.ctx, monotonic_ms()
     if broker not in ctx.live_brokers:
         event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
         return
@@ -41,12 +42,15 @@ def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest)
     # The stopping broker still receives requests, so it learns it is a follower now.
     batch.live_brokers = dict(ctx.live_brokers)
     changed = term.psm.change(replicated, decide, batch)
+    written_ms = monotonic_ms()
     for tp in replicated:
         if ctx.states[tp].leader != broker:
             batch.add_stop_replica([broker], tp, delete=False)
     batch.send(term.channel)
     remaining = [tp for tp in replicated if ctx.states[tp].leader == broker]
-    log.info("Controlled shutdown of broker %d: %d partitions changed, %d still led by it",
-             broker, len(changed), len(remaining))
+    log.info("Controlled shutdown of broker %d: %d partitions changed, %d still led by it; %d ms in "
+             "the event queue, states written in %d ms, requests queued %d ms later", broker,
+             len(changed), len(remaining), started_ms - event.queued_ms, written_ms - started_ms,
+             monotonic_ms() - written_ms)
     event.reply.set({"error_code": ErrorCode.NONE, "remaining_partitions": [
         {"topic": tp.topic, "partition": tp.partition} for tp in remaining]})

@@ -6,8 +6,10 @@ handles them (watches are level-triggered hints, not data).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from kafka_ha.clock import monotonic_ms
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class ControlledShutdownRequest:
 
     broker_id: int
     reply: Any
+    queued_ms: int = field(default_factory=monotonic_ms)   # for the handling line's timings
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """The controller's handling of brokers coming, going, bouncing and shutting down, run on the
 fake store (tests/harness/controller_driver.py)."""
 
+import re
+
 from gevent.event import AsyncResult
 
 from kafka_ha.controller import events as ev
@@ -139,3 +141,13 @@ def test_controlled_shutdown_of_the_last_isr_member_leaves_it_leading():
 def test_controlled_shutdown_of_an_unknown_broker():
     _, _, controller = new_cluster((1, 2))
     assert controlled_shutdown(controller, 7)["error_code"] == ErrorCode.BROKER_NOT_AVAILABLE
+
+
+def test_the_controlled_shutdown_line_says_where_the_time_went(caplog):
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3), 1: (2, 3, 1)}})
+    with caplog.at_level("INFO", logger="kafka_ha.controller"):
+        controlled_shutdown(controller, 2)
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Controlled shutdown of")]
+    assert re.fullmatch(r"Controlled shutdown of broker 2: 2 partitions changed, 0 still led by it; "
+                        r"\d+ ms in the event queue, states written in \d+ ms, requests queued "
+                        r"\d+ ms later", line), line
