@@ -39,6 +39,36 @@ def _schema(table: dict, api_key: int, api_version: int):
         raise UnsupportedVersion(api_key, api_version) from None
 
 
+class EncodedOnce(dict):
+    """A body sent unchanged in several frames (the controller's UpdateMetadata to every
+    broker, 10k partition states each): encoded the first time, its bytes reused by the
+    frames after.  It must not change once sent.
+
+    >>> body = EncodedOnce(topics=None)
+    >>> encode_request(ApiKey.METADATA, 1, 1, "c", body) == encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": None})
+    True
+    """
+
+    __slots__ = ("_encoded",)
+
+    def __init__(self, *args: Any, **fields: Any) -> None:
+        super().__init__(*args, **fields)
+        self._encoded: dict[Any, bytes] = {}
+
+    def encode_with(self, schema: Any, writer: Writer) -> None:
+        data = self._encoded.get(schema)
+        if data is None:
+            data = self._encoded[schema] = schema.to_bytes(self)
+        writer.raw(data)
+
+
+def _encode_body(schema: Any, writer: Writer, body: dict[str, Any]) -> None:
+    if isinstance(body, EncodedOnce):
+        body.encode_with(schema, writer)
+    else:
+        schema.encode(writer, body)
+
+
 def _finish_frame(writer: Writer) -> bytes:
     # The size field was written as a placeholder at offset 0.
     writer.patch_int32(0, len(writer) - 4)
@@ -63,7 +93,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int,
         writer.nullable_string(client_id)
     if header_version >= 2:
         writer.raw(b"\x00")  # no tagged fields
-    schema.encode(writer, body)
+    _encode_body(schema, writer, body)
     return _finish_frame(writer)
 
 
@@ -128,7 +158,7 @@ def _response_writer(correlation_id: int, api_key: int, api_version: int,
     writer.int32(correlation_id)
     if response_header_version(api_key, api_version) >= 1:
         writer.raw(b"\x00")  # no tagged fields
-    schema.encode(writer, body)
+    _encode_body(schema, writer, body)
     return writer
 
 

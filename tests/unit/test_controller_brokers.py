@@ -9,6 +9,7 @@ from kafka_ha.controller import events as ev
 from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.protocol.framing import EncodedOnce
 from kafka_ha.zk import admin_znodes as azn
 from tests.harness.controller_driver import new_cluster, states
 from tests.harness.fake_controller_store import change_isr
@@ -151,3 +152,16 @@ def test_the_controlled_shutdown_line_says_where_the_time_went(caplog):
     assert re.fullmatch(r"Controlled shutdown of broker 2: 2 partitions changed, 0 still led by it; "
                         r"\d+ ms in the event queue, states written in \d+ ms, requests queued "
                         r"\d+ ms later", line), line
+
+
+def test_brokers_told_the_same_states_share_one_body_encoded_once():
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3), 1: (2, 3, 1)}})
+    controller.channel.clear()
+    brokers.kill(2)
+    controller.run_pending()
+    first, second = (controller.channel.sent(ApiKey.UPDATE_METADATA, b)[-1].body for b in (1, 3))
+    assert isinstance(first, EncodedOnce) and first is second
+    assert {s["partition"] for s in first["partition_states"]} == {0, 1}
+    # and the LeaderAndIsr of a broker carries the very entries of that body
+    lai = controller.channel.sent(ApiKey.LEADER_AND_ISR, 1)[-1].body
+    assert all(any(e is s for s in first["partition_states"]) for e in lai["partition_states"])

@@ -304,3 +304,18 @@ def test_writer_reader_primitives():
     assert r.remaining() == 0
     with pytest.raises(ProtocolError, match="UTF-8"):
         Reader(i16(1) + b"\xff").string()
+
+
+def test_a_body_encoded_once_is_reused_by_every_frame():
+    from kafka_ha.protocol.framing import EncodedOnce
+    states = [{"topic": "t", "partition": p, "controller_epoch": 1, "leader": 1, "leader_epoch": 2,
+               "isr": [1, 2], "zk_version": 3, "replicas": [1, 2]} for p in range(3)]
+    plain_body = {"controller_id": 1, "controller_epoch": 1, "partition_states": states, "live_leaders": []}
+    body = EncodedOnce(plain_body)
+    first = encode_request(K.LEADER_AND_ISR, 0, 7, "c", body)
+    assert first == encode_request(K.LEADER_AND_ISR, 0, 7, "c", plain_body)
+    body["partition_states"] = []                 # not allowed once sent: shows the bytes are kept
+    second = encode_request(K.LEADER_AND_ISR, 0, 8, "c", body)
+    assert second == encode_request(K.LEADER_AND_ISR, 0, 8, "c", plain_body)
+    header, reader = decode_request(second[4:])
+    assert header.correlation_id == 8 and plain(decode_request_body(header, reader)) == plain_body
