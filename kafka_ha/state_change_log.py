@@ -16,24 +16,27 @@ _logger = logging.getLogger(LOGGER_NAME)
 
 
 class StateChangeBatch:
-    """Collects lines; ``emit()`` writes them as one record (warnings go out at once)."""
+    """Collects INFO lines; ``emit()`` writes them as one record (warnings go out at once).
+    The state-change log's by default; any per-partition INFO line that a failover repeats
+    thousands of times goes through one too (``StateChangeBatch(its_logger)``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, logger: logging.Logger = _logger) -> None:
+        self.logger = logger
         self.lines: list[str] = []
 
     def info(self, line: str) -> None:
         self.lines.append(line)
 
     def warning(self, line: str) -> None:
-        _logger.warning("%s", line)
+        self.logger.warning("%s", line)
 
     def emit(self) -> None:
-        if self.lines and _logger.isEnabledFor(logging.INFO):
+        if self.lines and self.logger.isEnabledFor(logging.INFO):
             # The text is the message itself, not a "%s" argument: the broker's flood
             # guard cuts long arguments (client strings) to 256 characters, which would
             # leave one quoted, truncated line of the whole batch.  With no arguments,
             # logging does not %-format it, so a "%" in a topic name is harmless.
-            _logger.info("\n".join(self.lines))
+            self.logger.info("\n".join(self.lines))
         self.lines = []
 
 

@@ -28,6 +28,7 @@ from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode, KafkaProtocolError
 from kafka_ha.records.convert import needs_conversion, to_v2
+from kafka_ha.state_change_log import StateChangeBatch
 
 log = logging.getLogger(__name__)
 
@@ -213,10 +214,12 @@ class Partition:
 
     # ---- leader: follower fetches ------------------------------------------
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> None:
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int,
+                          lines: StateChangeBatch | None = None) -> None:
         """A follower fetched from ``fetch_offset`` (its LEO) at ``now`` (ms). May advance the HW or grow the ISR.
 
-        A fetch outside the log (answered OFFSET_OUT_OF_RANGE) changes nothing.
+        A fetch outside the log (answered OFFSET_OUT_OF_RANGE) changes nothing.  ``lines``
+        collects the INFO line of a confirmed epoch start, for the fetch to log all at once.
         """
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
@@ -226,10 +229,13 @@ class Partition:
             return
         if self._awaiting_isr_since is not None and replication.isr_reached(
                 self.isr, self.broker_id, self.followers, self.leader_epoch_start_offset):
-            log.info("Partition %s on broker %d: every ISR follower reached the start offset %d of "
-                     "leader epoch %d, %d ms after becoming leader", self.tp, self.broker_id,
-                     self.leader_epoch_start_offset, self.leader_epoch,
-                     monotonic_ms() - self._awaiting_isr_since)
+            line = (f"Partition {self.tp} on broker {self.broker_id}: every ISR follower reached the "
+                    f"start offset {self.leader_epoch_start_offset} of leader epoch {self.leader_epoch}, "
+                    f"{monotonic_ms() - self._awaiting_isr_since} ms after becoming leader")
+            if lines is not None:
+                lines.info(line)
+            else:
+                log.info("%s", line)
             self._awaiting_isr_since = None
         if replica_id not in self.isr and replica_id not in self.joining and replication.may_join_isr(
                 follower, self.high_watermark, self.leader_epoch_start_offset) and self._may_join(replica_id):

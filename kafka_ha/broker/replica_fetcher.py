@@ -27,6 +27,7 @@ from kafka_ha.model import BrokerEndpoint, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.connection import BrokerConnection
 from kafka_ha.protocol.errors import ErrorCode, error_name
+from kafka_ha.state_change_log import StateChangeBatch
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class ReplicaFetcher:
         self._conn: BrokerConnection | None = None
         self._session = FetchSessionHandler()
         self._wakeup = Event()
+        self._lines = StateChangeBatch(log)   # the round's per-partition INFO lines
         self._greenlet = gevent.spawn(self._run)
 
     def add(self, tps: set[TopicPartition]) -> None:
@@ -96,7 +98,9 @@ class ReplicaFetcher:
                     self._truncate(set(self.needs_truncation))
                 if self.fetching:
                     self._fetch()
+                self._lines.emit()
             except (OSError, ValueError) as e:
+                self._lines.emit()
                 log.warning("Broker %d: fetch from broker %d at %s:%d failed: %s", self.broker_id,
                             self.source.broker_id, self.source.host, self.source.port, e)
                 self._close()
@@ -130,9 +134,10 @@ class ReplicaFetcher:
         for the LeaderAndIsr that brings the new epoch (and a new truncation round)."""
         self.fetching.discard(p.tp)
         self.needs_truncation.discard(p.tp)
-        log.info("Broker %d: partition %s is fenced by leader %d (our leader epoch %d is old); "
-                 "waiting for the LeaderAndIsr of its new epoch", self.broker_id, p.tp,
-                 self.source.broker_id, p.leader_epoch)
+        # Logged with the round's others (a failover fences thousands in one answer).
+        self._lines.info(f"Broker {self.broker_id}: partition {p.tp} is fenced by leader "
+                         f"{self.source.broker_id} (our leader epoch {p.leader_epoch} is old); "
+                         f"waiting for the LeaderAndIsr of its new epoch")
 
     def _close(self) -> None:
         if self._conn is not None:

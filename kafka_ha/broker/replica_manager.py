@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import time
-from functools import partial
 from typing import Any, Callable
 
 import gevent
@@ -55,8 +54,8 @@ DEFERRED_WRITES_MAX_WAIT_MS = 30000
 log = logging.getLogger(__name__)
 
 
-# A segment's fsync, which can take seconds for a large one.
-_fsync_in_a_thread = partial(in_a_thread, os.fsync)
+def _fsync_in_a_thread(fd: int) -> None:   # a large segment's fsync can take seconds
+    in_a_thread(os.fsync, fd)
 
 
 class ReplicaManager:

@@ -11,6 +11,7 @@ the wire, and what its response carries per version, is the request layer's
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -24,8 +25,11 @@ from kafka_ha.log.errors import OffsetOutOfRangeError
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.file_region import fetch_payload
+from kafka_ha.state_change_log import StateChangeBatch
 
 CONSUMER, DEBUG_CONSUMER = -1, -2   # the replica ids of clients; brokers' are their ids
+# Where a leader's per-partition lines about its followers go (Partition's own logger).
+PARTITION_LOG = logging.getLogger("kafka_ha.broker.partition")
 
 PartitionFetch = tuple[TopicPartition, int, int]   # (partition, fetch offset, partition max bytes)
 
@@ -110,10 +114,12 @@ def fetch_records(partitions: HostedPartitions, params: FetchParams, wanted: lis
     docstring); a follower's fetch counts as made at ``now_ms``."""
     replica_id = params.replica_id
     if replica_id >= 0:
+        lines = StateChangeBatch(PARTITION_LOG)
         for tp, offset, _ in wanted:
             p = partitions.get(tp)
             if p is not None:
-                p.on_follower_fetch(replica_id, offset, now_ms)
+                p.on_follower_fetch(replica_id, offset, now_ms, lines)
+        lines.emit()
     deadline = time.monotonic() + params.max_wait_ms / 1000
     up_to_leo = reads_up_to_leo(replica_id)
     while True:

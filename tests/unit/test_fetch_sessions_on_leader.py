@@ -6,6 +6,8 @@ partition's follower caught up; records, HW moves and errors come back; a lost
 session falls back to a full fetch.
 """
 
+import re
+
 import pytest
 
 from kafka_ha.broker.data_apis import DataApis
@@ -178,3 +180,17 @@ def test_pre_v7_fetches_open_no_session(cluster):
     response = plane.fetch(request, 6)
     assert "session_id" not in response and plane.fetch_sessions.sessions == {}
     assert response["responses"][0]["partitions"][0]["log_start_offset"] == 0
+
+
+def test_the_epoch_start_lines_of_one_fetch_are_one_log_record(cluster, caplog):
+    # A failover confirms thousands of new epochs in a few fetches: one record per fetch,
+    # one whole line per partition (a record each cost ~7% of a new leader's loop).
+    plane, partitions, follower = cluster
+    with caplog.at_level("INFO", logger="kafka_ha.broker.partition"):
+        follower.fetch()
+    records = [r for r in caplog.records if "every ISR follower reached" in r.getMessage()]
+    assert len(records) == 1
+    lines = records[0].getMessage().split("\n")
+    line = re.compile(r"Partition (\[s,\d\]) on broker 1: every ISR follower reached the start offset 0 "
+                      r"of leader epoch 0, \d+ ms after becoming leader")
+    assert sorted(line.fullmatch(text).group(1) for text in lines) == sorted(str(tp) for tp in TPS)

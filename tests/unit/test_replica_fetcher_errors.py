@@ -265,3 +265,23 @@ def test_a_follower_past_the_leaders_log_end_truncates_again(tmp_path, leader, f
         fetcher.stop()
     assert leader.requests[asked:].count(ApiKey.LIST_OFFSETS) == 1
     assert leader.requests[asked:].count(ApiKey.OFFSETS_FOR_LEADER_EPOCH) == 1
+
+
+def test_the_partitions_fenced_in_one_fetch_are_logged_as_one_record(tmp_path, leader, followers, caplog):
+    # A leader ahead by an epoch fences thousands of partitions in one answer (a failover):
+    # one record, one whole line per partition.
+    caplog.set_level(logging.INFO, logger="kafka_ha.broker.replica_fetcher")
+    for tp in (A, B, C):
+        leading(leader, tmp_path, tp, b"v0")
+        leader.fetch_errors[tp] = [ErrorCode.FENCED_LEADER_EPOCH]
+    partitions = followers(A, B, C)
+    fetcher = start_fetcher(partitions)
+    try:
+        wait_for(lambda: not fetcher.fetching and not fetcher.needs_truncation, "all three fenced")
+    finally:
+        fetcher.stop()
+    records = [r for r in caplog.records if "is fenced by leader" in r.getMessage()]
+    assert len(records) == 1
+    assert sorted(records[0].getMessage().split("\n")) == [
+        f"Broker 2: partition {tp} is fenced by leader 1 (our leader epoch 9 is old); waiting for "
+        f"the LeaderAndIsr of its new epoch" for tp in (A, B, C)]
