@@ -300,6 +300,7 @@ class ReplicaManager:
         follow: dict[int, set[TopicPartition]] = {}
         started_ms = yielded_ms = monotonic_ms()
         led = refused = 0
+        created = self.log_manager.line_batch() if self.log_manager is not None else None
         for entry in request["partition_states"]:
             if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
                 # A big request must not starve the ZooKeeper heartbeat: on a loaded
@@ -310,7 +311,7 @@ class ReplicaManager:
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
                        f"{source} for partition {s.tp}")
-            error = self._apply(s, source, lines, follow)
+            error = self._apply(s, source, lines, follow, created)
             errors.append({"topic": s.tp.topic, "partition": s.tp.partition, "error_code": error})
             refused += error != ErrorCode.NONE
             led += error == ErrorCode.NONE and s.leader == self.broker_id
@@ -320,11 +321,13 @@ class ReplicaManager:
                    f"partitions ({led} become-leader, {len(errors) - led - refused} become-follower, "
                    f"{refused} refused) in {monotonic_ms() - started_ms} ms")
         lines.emit()
+        if created is not None:
+            created.emit()
         self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def _apply(self, s: PartitionStateInfo, source: str, lines: StateChangeBatch,
-               follow: dict[int, set[TopicPartition]]) -> int:
+               follow: dict[int, set[TopicPartition]], created: StateChangeBatch | None = None) -> int:
         if self.broker_id not in s.replicas:
             lines.warning(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
                           f"partition {s.tp} as itself is not in assigned replica list "
@@ -342,7 +345,7 @@ class ReplicaManager:
                        f"not higher than the current leader epoch {current.leader_epoch}")
             return ErrorCode.STALE_CONTROLLER_EPOCH
         try:
-            partition = current or self._create_partition(s.tp)
+            partition = current or self._create_partition(s.tp, created)
         except OSError as e:
             # A disk problem with one partition must not fail the whole request
             # (the controller would resend it forever): report that partition.
@@ -365,8 +368,8 @@ class ReplicaManager:
                    f"{transition} transition for partition {s.tp}")
         return ErrorCode.NONE
 
-    def _create_partition(self, tp: TopicPartition) -> Partition:
-        log_ = self.log_manager.get_or_create_log(tp, self._log_config_for(tp.topic))
+    def _create_partition(self, tp: TopicPartition, lines: StateChangeBatch | None = None) -> Partition:
+        log_ = self.log_manager.get_or_create_log(tp, self._log_config_for(tp.topic), lines)
         partition = Partition(tp, self.broker_id, log_, lambda: self._min_isr_for(tp.topic),
                               self.isr_writer, self._halt,
                               is_live=lambda b: self._endpoint_of(b) is not None,
@@ -443,6 +446,8 @@ class ReplicaManager:
                        f"{source} for partition {tp}")
             errors.append({"topic": tp.topic, "partition": tp.partition, "error_code": ErrorCode.NONE})
         lines.emit()
+        if created is not None:
+            created.emit()
         self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 

@@ -27,6 +27,7 @@ from functools import partial
 from typing import Callable, Mapping, Sequence
 
 from kafka_ha.model import TopicPartition
+from kafka_ha.state_change_log import StateChangeBatch
 
 from .checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from .config import LogConfig
@@ -146,8 +147,14 @@ class LogManager:
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The log of ``tp``; a new one goes to the directory with the fewest partitions."""
+    def line_batch(self) -> StateChangeBatch:
+        """For :meth:`get_or_create_log`'s lines, when a caller creates many logs at once."""
+        return StateChangeBatch(log)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None,
+                          lines: StateChangeBatch | None = None) -> Log:
+        """The log of ``tp``; a new one goes to the directory with the fewest partitions.
+        Its "created" line goes to ``lines`` if given (emitted by the caller)."""
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
@@ -161,7 +168,10 @@ class LogManager:
         created = Log(path, tp, config or self._config_for(tp.topic), lazy=not os.path.exists(path))
         self._logs[tp], self._dir_of[tp] = created, log_dir
         self._log_count[log_dir] += 1
-        log.info("created log for %s in %s", tp, log_dir)
+        if lines is not None:
+            lines.info(f"created log for {tp} in {log_dir}")
+        else:
+            log.info("created log for %s in %s", tp, log_dir)
         return created
 
     def delete_log(self, tp: TopicPartition) -> bool:
