@@ -446,8 +446,6 @@ class ReplicaManager:
                        f"{source} for partition {tp}")
             errors.append({"topic": tp.topic, "partition": tp.partition, "error_code": ErrorCode.NONE})
         lines.emit()
-        if created is not None:
-            created.emit()
         self._retire_idle_fetchers()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 

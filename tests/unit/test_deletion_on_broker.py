@@ -94,11 +94,11 @@ def test_stop_replica_waits_for_a_leader_and_isr_that_is_being_applied(tmp_path)
     order = []
     create = manager._create_partition
 
-    def slow_create(tp):
+    def slow_create(tp, *rest):
         order.append("creating")
         gevent.sleep(0.01)          # as the yield between partitions does
         order.append("created")
-        return create(tp)
+        return create(tp, *rest)
     manager._create_partition = slow_create
     applying = gevent.spawn(manager.leader_and_isr, leader_and_isr(state(ME, 1)), 2)
     gevent.sleep(0)
