@@ -21,6 +21,9 @@ class TopicConfigs:
         self.store = store
         self.broker = broker
         self._overrides: dict[str, dict[str, str]] = {}
+        # Derived from the overrides and the broker's (static) config; LogConfig is frozen,
+        # so every log of a topic shares one (a LeaderAndIsr creates thousands of logs).
+        self._log_configs: dict[str | None, LogConfig] = {}
 
     def overrides(self, topic: str) -> dict[str, str]:
         cached = self._overrides.get(topic)
@@ -48,6 +51,7 @@ class TopicConfigs:
 
     def invalidate(self, topic: str) -> None:
         self._overrides.pop(topic, None)
+        self._log_configs.pop(topic, None)
 
     def setting(self, topic: str, name: str):
         return topic_setting(name, self.overrides(topic), self.broker)
@@ -68,6 +72,12 @@ class TopicConfigs:
 
     def log_config(self, topic: str | None) -> LogConfig:
         """A topic's log settings: its overrides, else the broker's defaults (None: the defaults)."""
+        derived = self._log_configs.get(topic)
+        if derived is None:
+            derived = self._log_configs[topic] = self._derive_log_config(topic)
+        return derived
+
+    def _derive_log_config(self, topic: str | None) -> LogConfig:
         cfg = self.broker
 
         def get(name: str, broker_value=None):
