@@ -215,8 +215,8 @@ class KafkaController:
         self.deletion.load_markers(term)  # before anything is sent: see outside_deletion
         # Everything is re-read and sent below, so pending ISR notifications are
         # stale: drop them (Kafka 2.x does the same on failover).
-        for path in self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())):
-            self.store.fenced_delete(path)
+        self.store.fenced_delete_all(
+            self.store.isr_change_notifications(watch=self._watch(ev.IsrChangeNotification())))
         term.channel.set_brokers(ctx.live_brokers)
         loaded_ms = (time.monotonic() - started) * 1000
         # As Kafka 2.x's onControllerFailover: UpdateMetadata with the states as
@@ -386,8 +386,7 @@ class KafkaController:
             PartitionStateInfo.of(tp, ctx.states[tp], ctx.assignments[tp])
             for tp in ctx.outside_deletion(known) if tp in ctx.states])
         batch.send(term.channel)
-        for path in paths:
-            self.store.fenced_delete(path)
+        self.store.fenced_delete_all(paths)
         self.reassignment.progress(term)
         if known:
             log.info("ISR changes of %d partitions sent to brokers %s", len(known),

@@ -278,6 +278,10 @@ class FakeControllerStore:
     def fenced_delete(self, path: str, version: int = -1) -> bool:
         return not _failed(self._fenced([("delete", path, version)]))
 
+    def fenced_delete_all(self, paths: list[str]) -> int:
+        """As the real store's (which batches them into multis): the ones gone are skipped."""
+        return sum(self.fenced_delete(path) for path in paths)
+
     def update_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> WriteResult:
         return self.collect([self.submit_updates(updates)])
 
