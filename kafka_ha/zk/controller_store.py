@@ -273,9 +273,9 @@ class ControllerStore(FencedWrites):
         self.fenced_delete_all(paths)
 
     def fenced_delete_all(self, paths: list[str]) -> int:
-        """Delete ``paths`` as the controller, in order, a thousand to a fenced multi (one
-        round trip each: a delete per round trip held the event queue for seconds when
-        ZooKeeper was starved of CPU); one already gone is skipped.  How many went."""
+        """Delete ``paths`` as the controller, in order, a thousand to a fenced multi (a round
+        trip each, where the event that deletes them waits); one already gone is skipped.
+        How many went."""
         deleted = 0
         for start in range(0, len(paths), MULTI_CHUNK - 1):
             chunk = paths[start:start + MULTI_CHUNK - 1]

@@ -222,8 +222,8 @@ def test_isr_change_notifications_oldest_first(backend):
 
 
 def test_many_znodes_are_deleted_fenced_in_few_round_trips(backend):
-    # The controller deletes every ISR change notification it read: one fenced delete each
-    # held its event queue for 13 s once, a starved ZooKeeper answering each in ~0.2 s.
+    # The controller deletes every ISR change notification it read, and all of a deleted
+    # topic's znodes: a round trip each would hold its event queue that many round trips.
     store, zk = backend.elected(1)
     prefix = azn.IsrChangeNotificationZNode.PREFIX
     paths = [zk.create(prefix, azn.IsrChangeNotificationZNode.encode([TP]), sequence=True)
