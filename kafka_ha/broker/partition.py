@@ -87,6 +87,7 @@ class Partition:
         # fetched from the new epoch's start: the first moment an acks=all write can
         # be acknowledged.  Logged once per leadership, to time failovers.
         self._awaiting_isr_since: int | None = None
+        self.stopped = False
         # Set when ZooKeeper shows a newer leadership than ours (an ISR write's re-read):
         # until the controller's LeaderAndIsr comes, this broker no longer acts as leader.
         self._fenced = False
@@ -140,14 +141,22 @@ class Partition:
         self._notify()
 
     def _adopt(self, s: PartitionStateInfo) -> None:
-        self._fenced = False
+        self._fenced = self.stopped = False
         self.leader, self.leader_epoch = s.leader, s.leader_epoch
         self.zk_version, self.controller_epoch = s.zk_version, s.controller_epoch
         self.replicas, self.isr = tuple(s.replicas), tuple(s.isr)
 
     def stop(self) -> None:
+        """StopReplica without delete: neither leading nor fetching until a LeaderAndIsr."""
         self.leader = -1
+        self.stopped = True
         self._notify()
+
+    def takes_epoch(self, leader_epoch: int) -> bool:
+        """Whether a LeaderAndIsr of ``leader_epoch`` applies: a newer epoch, or this one
+        again once stopped (a broker bounced right after its controlled shutdown gets the
+        old process's queued StopReplica, then the bounce's LeaderAndIsr of the same epoch)."""
+        return leader_epoch > self.leader_epoch or (self.stopped and leader_epoch == self.leader_epoch)
 
     # ---- leader: produce ---------------------------------------------------
 

@@ -298,16 +298,12 @@ class ReplicaManager:
         lines = StateChangeBatch()
         source = f"correlation id {correlation_id} from controller {controller} epoch {epoch}"
         follow: dict[int, set[TopicPartition]] = {}
-        started_ms = yielded_ms = monotonic_ms()
+        started_ms = monotonic_ms()
         led = refused = 0
         created = self.log_manager.line_batch() if self.log_manager is not None else None
-        for entry in request["partition_states"]:
-            if monotonic_ms() - yielded_ms >= YIELD_EVERY_MS:
-                # A big request must not starve the ZooKeeper heartbeat: on a loaded
-                # machine 200 new logs took 2.5 s, and the session (4 s) expired.
-                # (sleep(0) did not do it: the hub does not poll sockets for it.)
-                yield_to_io()
-                yielded_ms = monotonic_ms()
+        # In slices: a big request must not starve the ZooKeeper heartbeat (on a loaded
+        # machine 200 new logs took 2.5 s, and the session, 4 s, expired).
+        for entry in yielding(request["partition_states"], YIELD_EVERY_MS):
             s = from_wire(entry)
             lines.info(f"Broker {self.broker_id} received LeaderAndIsr request {s.describe()} "
                        f"{source} for partition {s.tp}")
@@ -338,7 +334,7 @@ class ReplicaManager:
                           f"partition {s.tp} since its topic is being deleted")
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         current = self.partitions.get(s.tp)
-        if current is not None and s.leader_epoch <= current.leader_epoch:
+        if current is not None and not current.takes_epoch(s.leader_epoch):
             # Not a warning: every controller failover re-sends current states.
             lines.info(f"Broker {self.broker_id} ignoring LeaderAndIsr request {source} for "
                        f"partition {s.tp} since its associated leader epoch {s.leader_epoch} is "

@@ -107,3 +107,24 @@ def test_stop_replica_waits_for_a_leader_and_isr_that_is_being_applied(tmp_path)
     gevent.joinall([applying, deleting], raise_error=True)
     assert TP not in manager.partitions
     assert not (tmp_path / "doomed-0").exists()
+
+
+def stop_replica_keep() -> dict:
+    return {**CONTROLLER, "delete_partitions": False,
+            "partitions": [{"topic": TP.topic, "partition": TP.partition}]}
+
+
+def test_a_replica_stopped_without_delete_takes_the_same_epochs_leader_and_isr_again(tmp_path):
+    """A broker bounced right after its controlled shutdown got the old incarnation's queued
+    StopReplica(delete=false) and then, from the bounce, the current LeaderAndIsr at the same
+    epoch: ignored as "not higher", the replica never fetched again (a system test caught it)."""
+    manager, metadata = broker(tmp_path)
+    metadata.update(update_metadata(state(2, 1)), 0, 1)
+    assert answer(manager.leader_and_isr(leader_and_isr(state(2, 1)), 2)) == ErrorCode.NONE
+    manager.stop_replica(stop_replica_keep(), 3)
+    assert manager.partitions[TP].leader == -1
+    again = manager.leader_and_isr(leader_and_isr(state(2, 1)), 4)
+    assert answer(again) == ErrorCode.NONE
+    assert manager.partitions[TP].leader == 2
+    # an active replica still ignores a re-sent state of its own epoch
+    assert answer(manager.leader_and_isr(leader_and_isr(state(2, 1)), 5)) == ErrorCode.STALE_CONTROLLER_EPOCH
