@@ -287,6 +287,10 @@ class ControllerStore(FencedWrites):
                 failed = [(path, r) for path, r in zip(chunk, results[1:])
                           if isinstance(r, Exception) and not isinstance(r, ZkRolledBack)]
                 if not failed:
+                    if any(isinstance(r, Exception) for r in results):
+                        # Rolled back with no delete to blame (not expected of ZooKeeper
+                        # once the fence passed): say so rather than count them deleted.
+                        raise next(r for r in results if isinstance(r, Exception))
                     deleted += len(chunk)
                     break
                 for _, error in failed:

@@ -21,9 +21,10 @@ def walk_encode(writer: Writer, typ: Type, value) -> None:
             writer.raw(b"\x00")
     elif isinstance(typ, Array):
         writer.array(value, lambda w, item: walk_encode(w, typ.item, item))
-    elif isinstance(typ, CompactArray):
-        typ.encode(writer, value) if value is None else (
-            writer.raw(_varint(len(value) + 1)), [walk_encode(writer, typ.item, v) for v in value])
+    elif isinstance(typ, CompactArray) and value is not None:
+        writer.raw(_varint(len(value) + 1))
+        for item in value:
+            walk_encode(writer, typ.item, item)
     else:
         typ.encode(writer, value)
 
