@@ -100,3 +100,23 @@ def test_epoch_checkpoint_rejects(tmp_path, text):
 def test_topic_with_whitespace_cannot_be_written(tmp_path):
     with pytest.raises(ValueError):
         OffsetCheckpointFile(str(tmp_path / "cp")).write({TP("a b", 0): 1})
+
+
+def test_directory_fsyncs_close_their_descriptors_at_once_under_gevent(tmp_path, monkeypatch):
+    """gevent (25.8.1 and later) patches ``os.close`` to close anything but a regular file
+    only on the event loop's next turn.  A broker closing 10,000 logs fsyncs two
+    directories per log without a turn in between: the deferred closes piled up to the
+    descriptor limit and the clean shutdown halted on EMFILE.  The directory's
+    descriptor must be gone when ``fsync_dir`` returns."""
+    import gevent
+    import gevent.os
+
+    from kafka_ha.log.checkpoints import fsync_dir
+
+    gevent.get_hub()                                # as in a broker: the hub is running
+    monkeypatch.setattr(os, "close", gevent.os.close)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        fsync_dir(str(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) - before < 5
+    gevent.sleep(0)                                 # lets any deferred close run: none should be
