@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Producer-state snapshots, which the broker keeps beside the segments (broker/producer_snapshots.py).
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index)$")
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 
 
 def _remove_leftovers(dir: str) -> list[int]:
@@ -55,7 +55,7 @@ def _remove_leftovers(dir: str) -> list[int]:
             logs.add(int(m.group(1)))
     for name in names:
         m = _SEGMENT_NAME.match(name)
-        orphan_index = m and m.group(2) == "index" and int(m.group(1)) not in logs
+        orphan_index = m and m.group(2) != "log" and int(m.group(1)) not in logs
         if name.endswith((".tmp", ".deleted")) or orphan_index:
             log.info("removing leftover file %s", os.path.join(dir, name))
             os.unlink(os.path.join(dir, name))

@@ -122,3 +122,23 @@ def test_time_index_unit_rules(tmp_path):
     assert ti.entries() == [(7, 15)]
     ti.write()
     assert os.path.getsize(ti.path) == 12
+
+
+def test_a_log_loads_its_time_indexes_without_warnings_and_removes_an_orphan_one(tmp_path, caplog):
+    """The loader took each segment's .timeindex for a stray file: one warning per log at
+    every start (10,000 at 10k partitions), and an orphan time index stayed forever."""
+    from kafka_ha.log import Log, LogConfig
+    from kafka_ha.model import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    lg = Log(str(tmp_path / "t-0"), tp, LogConfig())
+    lg.append_as_leader(build_v2_batch([Record(None, b"v", 1000)]), 0)
+    lg.close()
+    orphan = tmp_path / "t-0" / "00000000000000000500.timeindex"   # its .log is gone
+    orphan.write_bytes(b"")
+    caplog.set_level("INFO", logger="kafka_ha.log")
+    again = Log(str(tmp_path / "t-0"), tp, LogConfig())
+    again.close()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert not orphan.exists()
+    assert (tmp_path / "t-0" / "00000000000000000000.timeindex").exists()
