@@ -150,7 +150,7 @@ def load_epoch_cache(dir: str, segments: list[LogSegment],
         log.warning("%s; rebuilding the leader epochs from the log", exc)
         cache = None
     if cache is not None:
-        cache.truncate_from_end(segments[-1].next_offset)
+        cache.truncate_from_end(segments[-1].next_offset, defer_at_end=True)
         cache.truncate_from_start(segments[0].base_offset)
         wrong = _disagreement(cache, _batches_to_check(segments, recovered))
         if wrong is not None:

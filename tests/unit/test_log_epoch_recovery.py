@@ -121,3 +121,58 @@ def test_epoch_changes_are_fsynced_with_the_log_data(tmp_path, monkeypatch):
     lg.flush()
     assert synced == [], "nothing changed: nothing to fsync"
     lg.close()
+
+
+def follower_batch(base, epoch, n=4):
+    return build_v2_batch([Record(None, b"v" * 300, 1000 + i) for i in range(n)],
+                          base_offset=base, partition_leader_epoch=epoch)
+
+
+@pytest.fixture
+def led_without_records(tmp_path):
+    """A log with epochs 1 (0..19) and 3 (20..39), cleanly closed, whose broker then led in
+    epochs 4 and 5 without appending (both start at the log end, 40)."""
+    lg = open_log(tmp_path)
+    fill(lg, 5, epoch=1)
+    fill(lg, 5, epoch=3)
+    lg.assign_epoch_start_offset(4)
+    lg.assign_epoch_start_offset(5)
+    lg.flush()
+    lg.close()
+    assert read_checkpoint(lg.dir) == "0\n4\n1 0\n3 20\n4 40\n5 40\n"
+    return lg.dir
+
+
+def test_epochs_without_records_are_dropped_at_load_without_rewriting_the_file(led_without_records,
+                                                                                tmp_path):
+    """Creating and renaming a file costs about 0.7 ms here: one per log made a restart of
+    a broker that had taken over 10,000 partitions load its logs 2.5-5x slower."""
+    again = open_log(tmp_path)
+    assert again.epoch_cache.entries() == [(1, 0), (3, 20)]
+    assert read_checkpoint(led_without_records) == "0\n4\n1 0\n3 20\n4 40\n5 40\n"
+    assert again.disk_work_pending                    # the broker's deferred pass writes it
+    assert again.write_pending_checkpoint()
+    assert read_checkpoint(led_without_records) == "0\n2\n1 0\n3 20\n"
+    again.close()
+
+
+def test_records_of_the_old_epoch_after_such_a_load_then_a_crash_rebuild_the_epochs(
+        led_without_records, tmp_path):
+    """The window the deferral opens: the file still names epochs 4 and 5 at 40 when a
+    follower appends more of epoch 3 there.  The next load sees the last batch disagree."""
+    again = open_log(tmp_path)
+    again.append_as_follower(follower_batch(40, 3))
+    again.append_as_follower(follower_batch(44, 3))
+    again.close()                                     # no flush: a crash
+    third = open_log(tmp_path)
+    assert third.epoch_cache.entries() == [(1, 0), (3, 20)]
+    assert third.end_offset_for_epoch(3) == (3, 48)
+    third.close()
+
+
+def test_an_epoch_past_the_log_end_is_still_dropped_from_the_file_at_once(crashed, tmp_path):
+    write_checkpoint(crashed, [(1, 0), (3, 20), (4, 40), (6, 55)])   # 55: beyond the end, 40
+    again = open_log(tmp_path)
+    assert read_checkpoint(crashed) == "0\n2\n1 0\n3 20\n"
+    assert not again.disk_work_pending
+    again.close()
