@@ -279,16 +279,19 @@ class KafkaController:
                 else PartitionStateInfo.of(tp, s, ctx.assignments[tp]) for tp, s in ctx.states.items()]
 
     def _bring_online(self, term: ControllerTerm, new: list[TopicPartition],
-                      offline: list[TopicPartition], batch: RequestBatch) -> None:
-        """Create states of new partitions and elect leaders for offline ones (not being deleted)."""
+                      offline: list[TopicPartition], batch: RequestBatch) -> tuple[int, int]:
+        """Create states of new partitions and elect leaders for offline ones (not being
+        deleted); returns (partitions it tried, state znodes it wrote by elections)."""
         ctx = term.ctx
         new = [tp for tp in ctx.outside_deletion(new) if tp not in ctx.unusable]
         offline = ctx.outside_deletion(offline)
         if new:
             term.psm.create(new, batch)
             offline = list(dict.fromkeys(offline + ctx.offline_partitions(new)))
+        changed = {}
         if offline:
-            term.psm.change(offline, self._decide_for_live(term, ctx.live_broker_ids), batch)
+            changed = term.psm.change(offline, self._decide_for_live(term, ctx.live_broker_ids), batch)
+        return len(new) + len(offline), len(changed)
 
     def _decide_for_live(self, term: ControllerTerm, live: set[int]
                          ) -> Callable[[TopicPartition, LeaderAndIsr], election.Outcome]:
@@ -353,6 +356,7 @@ class KafkaController:
         batch.send(term.channel, on_acked=acked)
 
     def _on_broker_startup(self, term: ControllerTerm, new: set[int]) -> None:
+        started = time.monotonic()
         ctx = term.ctx
         batch = term.new_batch()
         batch.add_update_metadata(new, self._all_partition_infos(term))
@@ -361,17 +365,29 @@ class KafkaController:
         # UNKNOWN_TOPIC_OR_PARTITION, and the elections below write ZooKeeper first
         # (0.8 s at 10k partitions).  The channel keeps each broker's requests in order.
         batch.send(term.channel)
+        metadata_ms = (time.monotonic() - started) * 1000
         batch = term.new_batch()
         # Their replicas go online: each new broker learns its current role (those of
         # topics being deleted get StopReplica from deletion.resume() instead).
-        for tp in ctx.outside_deletion(ctx.replicas_on(new)):
+        hosted = ctx.outside_deletion(ctx.replicas_on(new))
+        for tp in hosted:
             state = ctx.states.get(tp)
             if state is not None:
                 replicas = ctx.assignments[tp]
                 batch.add_leader_and_isr(new & set(replicas), PartitionStateInfo.of(tp, state, replicas),
                                          with_metadata=False)
-        self._bring_online(term, ctx.new_partitions(), ctx.offline_partitions(), batch)
-        batch.send(term.channel)
+        elections_from = time.monotonic()
+        tried, written = self._bring_online(term, ctx.new_partitions(), ctx.offline_partitions(), batch)
+        written_ms = (time.monotonic() - elections_from) * 1000
+        metadata_size = len(ctx.states)
+
+        def acked(ms: float) -> None:
+            log.info("Broker startup %s handled: UpdateMetadata of %d partitions sent in %.0f ms; "
+                     "%d replicas on it, %d partitions brought online; %d state znodes written in "
+                     "%.0f ms; LeaderAndIsr acknowledged %.0f ms after the event started", sorted(new),
+                     metadata_size, metadata_ms, len(hosted), tried, written, written_ms,
+                     (elections_from - started) * 1000 + written_ms + ms)
+        batch.send(term.channel, on_acked=acked)
 
     # ---- ISR changes made by leaders (docs/design.md §6.2) ------------------
 
