@@ -10,6 +10,7 @@ however short, makes the hub finish its iteration, and polling I/O is part of it
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterable, Iterator, TypeVar
 
 import gevent
@@ -63,3 +64,8 @@ def in_a_thread(fn: Callable[..., T], *args) -> T:
     blocking file work (fsync, a large read or write) then leaves the loop serving I/O
     and answering ZooKeeper meanwhile."""
     return gevent.get_hub().threadpool.apply(fn, args)
+
+
+def fsync_in_a_thread(fd: int) -> None:
+    """``os.fsync(fd)`` in the native thread pool: a large segment's fsync can take seconds."""
+    in_a_thread(os.fsync, fd)

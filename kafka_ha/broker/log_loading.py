@@ -19,7 +19,6 @@ were made.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections import deque
@@ -29,6 +28,7 @@ import gevent
 from gevent.monkey import get_original
 from gevent.threadpool import ThreadPool
 
+from kafka_ha.broker import long_lived
 from kafka_ha.log.log_manager import LogManager, OpenLogs
 
 T = TypeVar("T")
@@ -136,22 +136,15 @@ def open_in_threads(openers: Sequence[Callable[[], T]], threads: int) -> list[T]
 
 def load_logs(make_log_manager: Callable[[OpenLogs], LogManager], threads: int) -> LogManager:
     """``make_log_manager(open_logs)`` with the logs opened in ``threads`` threads; logs how
-    long loading took and the loop's longest stall meanwhile.
-
-    What loading built (the logs, their segments and indexes: about 20 objects per log)
-    lives as long as the broker, so it is frozen out of the garbage collector's
-    generations (``gc.freeze``): otherwise every full collection walks it again, and
-    applying the first LeaderAndIsr for 10,000 loaded logs spent a third of its time
-    in collections.  Reference counting still frees these objects; only a cycle among
-    them that becomes garbage (a log deleted later) stays until exit, which is bounded
-    by what start-up loaded."""
+    long loading took and the loop's longest stall meanwhile.  What loading built lives
+    as long as the broker: it is frozen out of the garbage collector's way (``long_lived``)."""
     lag = LoopLag()
     started = time.monotonic()
     try:
         manager = make_log_manager(lambda openers: open_in_threads(openers, threads))
     finally:
         longest = lag.stop()
-    gc.freeze()
+    long_lived.freeze()
     log.info("Loaded %d logs in %.2f s with %d threads; the event loop stalled at most %d ms "
              "meanwhile", len(manager.all_logs()), time.monotonic() - started, threads, round(longest * 1000))
     return manager

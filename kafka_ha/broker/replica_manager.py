@@ -13,7 +13,6 @@ controller), received and completed (here): the lifecycle docs/operations.md §1
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from typing import Any, Callable
@@ -21,7 +20,7 @@ from typing import Any, Callable
 import gevent
 from gevent.lock import BoundedSemaphore
 
-from kafka_ha.broker import storage_failure
+from kafka_ha.broker import long_lived, storage_failure
 from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
@@ -30,7 +29,7 @@ from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
-from kafka_ha.cooperative import in_a_thread, yield_to_io, yielding
+from kafka_ha.cooperative import fsync_in_a_thread, in_a_thread, yield_to_io, yielding
 from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
@@ -52,10 +51,6 @@ DEFERRED_WRITES_QUIET_MS = 10000
 DEFERRED_WRITES_MAX_WAIT_MS = 30000
 
 log = logging.getLogger(__name__)
-
-
-def _fsync_in_a_thread(fd: int) -> None:   # a large segment's fsync can take seconds
-    in_a_thread(os.fsync, fd)
 
 
 class ReplicaManager:
@@ -221,7 +216,7 @@ class ReplicaManager:
         settings the recovery points would otherwise never move while the broker runs."""
         if self.log_manager is not None:
             with self._writing("flushing rolled log segments"):
-                self.log_manager.flush_rolled_segments(_fsync_in_a_thread)
+                self.log_manager.flush_rolled_segments(fsync_in_a_thread)
             with self._log_start_lock, self._writing("writing the recovery point checkpoint"):
                 self.log_manager.checkpoint_recovery_points()
 
@@ -236,7 +231,7 @@ class ReplicaManager:
     def _flush_dirty_logs(self) -> None:
         if self.log_manager is not None:
             with self._writing("flushing logs"):
-                self.log_manager.flush_dirty_logs(monotonic_ms(), _fsync_in_a_thread)
+                self.log_manager.flush_dirty_logs(monotonic_ms(), fsync_in_a_thread)
 
     def _writing(self, action: str) -> HaltOnIOError:
         """Guards a write to the log directories: an OSError in it halts the broker."""
@@ -301,6 +296,7 @@ class ReplicaManager:
         started_ms = monotonic_ms()
         led = refused = 0
         created = self.log_manager.line_batch() if self.log_manager is not None else None
+        hosted_before = len(self.partitions)
         # In slices: a big request must not starve the ZooKeeper heartbeat (on a loaded
         # machine 200 new logs took 2.5 s, and the session, 4 s, expired).
         for entry in yielding(request["partition_states"], YIELD_EVERY_MS):
@@ -320,6 +316,8 @@ class ReplicaManager:
         if created is not None:
             created.emit()
         self._retire_idle_fetchers()
+        if len(self.partitions) - hosted_before >= long_lived.FREEZE_AFTER_CREATED:
+            long_lived.freeze()   # what it created lives on: out of the collector's way
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def _apply(self, s: PartitionStateInfo, source: str, lines: StateChangeBatch,
@@ -443,6 +441,8 @@ class ReplicaManager:
             errors.append({"topic": tp.topic, "partition": tp.partition, "error_code": ErrorCode.NONE})
         lines.emit()
         self._retire_idle_fetchers()
+        if len(self.partitions) - hosted_before >= long_lived.FREEZE_AFTER_CREATED:
+            long_lived.freeze()   # what it created lives on: out of the collector's way
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def led_partitions(self) -> list[TopicPartition]:
