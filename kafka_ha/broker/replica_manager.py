@@ -441,8 +441,6 @@ class ReplicaManager:
             errors.append({"topic": tp.topic, "partition": tp.partition, "error_code": ErrorCode.NONE})
         lines.emit()
         self._retire_idle_fetchers()
-        if len(self.partitions) - hosted_before >= long_lived.FREEZE_AFTER_CREATED:
-            long_lived.freeze()   # what it created lives on: out of the collector's way
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     def led_partitions(self) -> list[TopicPartition]:
