@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import gevent
 
-from kafka_ha.clock import now_ms
+from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.coordinator import offsets_log
 from kafka_ha.coordinator.group_state import Group, Outcome
 from kafka_ha.coordinator.offsets_records import OffsetValue
@@ -101,7 +101,9 @@ class GroupCatalog:
             del self.loading[partition]
         if not wanted:
             return
-        now = now_ms()
+        # The members' sessions start now on the coordinator's clock, the monotonic one
+        # (with the wall clock's, a member that never came back would never expire).
+        now = monotonic_ms()
         count = self._partition_count()
         for group_id, value in state.groups.items():
             if partition_for(group_id, count) == partition and value is not None:

@@ -115,3 +115,27 @@ def test_an_undecodable_record_is_skipped_not_fatal(tmp_path):
     gevent.sleep(0.2)
     assert catalog.status(group) == ErrorCode.NONE
     assert catalog.offsets[group][("t", 0)].offset == 3
+
+
+def test_members_of_a_loaded_group_expire_when_their_sessions_run_out(tmp_path):
+    """The loader stamped the members' last heartbeat with the wall clock, the coordinator's
+    timer compares with the monotonic one: a loaded member that never came back (its
+    consumer was gone when every broker restarted) never expired, and the group's next
+    rebalance waited for it for good (a system test's consumers read nothing for 180 s)."""
+    from kafka_ha.clock import monotonic_ms
+
+    group = "resume"
+    p = partition_for(group, PARTITIONS)
+    tp, log_ = offsets_log(tmp_path, p, [(rec.group_key(group), rec.group_value(group_record(group, ["m1"])))])
+    hosted = Hosted()
+    catalog = GroupCatalog(hosted, lambda: PARTITIONS, 0, lambda g, o: None)
+    hosted.partitions[tp] = Led(log_)
+    catalog.status(group)
+    gevent.sleep(0.2)
+    loaded = catalog.group(group)
+    assert set(loaded.members) == {"m1"}
+    now = monotonic_ms()
+    loaded.tick(now)
+    assert set(loaded.members) == {"m1"}                  # its session (1,000 ms) started at the load
+    loaded.tick(now + 1500)
+    assert not loaded.members and loaded.state == GroupState.EMPTY
