@@ -261,3 +261,35 @@ def test_consumer_groups_tool_lists_and_describes(cluster_factory):
     rc, out, err = run_tool("kafka-consumer-groups.sh", "--bootstrap-server",
                             cluster.bootstrap_servers, "--describe", "--group", "nobody")
     assert rc == 1 and "Consumer group 'nobody' does not exist." in err
+
+
+def test_a_member_gone_while_every_broker_was_down_expires_and_the_group_goes_on(cluster_factory):
+    """A member killed (no LeaveGroup) just before every broker stops is still in the
+    group's last record.  The coordinator that loads the group after the restart must let
+    its session run out, so that the group's next rebalance completes without it; the
+    loader once started those sessions on the wall clock while the coordinator's timer
+    reads the monotonic one, and the member never expired."""
+    cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "gone", 3, 3)
+    produce(cluster, "gone", 30)
+    [member] = start_members(cluster, "gone-g", "gone", clients=("kafka-python",))
+    try:
+        wait_until(lambda: sum(last_commits([member]).values()) == 30, timeout=120,
+                   message=f"commits never covered the 30 records: {last_commits([member])}")
+    finally:
+        member.kill()
+    for i in cluster.broker_ids:
+        cluster.cluster.stop_broker(i, 10.0)
+    for i in cluster.broker_ids:
+        cluster.start_broker(i, wait=False)
+    for i in cluster.broker_ids:
+        wait_until(lambda: cluster.broker_alive(i), timeout=60)
+    produce(cluster, "gone", 30, prefix=b"w")
+    [again] = start_members(cluster, "gone-g", "gone", clients=("kafka-python",), tag="b")
+    try:
+        # The dead member's session (6 s) runs out after the load; then the rebalance ends.
+        wait_until(lambda: {"w%d" % i for i in range(30)} <= consumed_values([again]), timeout=90,
+                   message="the group never rebalanced without the member that was gone")
+    finally:
+        stop_all([again])
+    assert first_offsets([again]) == last_commits([member])
