@@ -139,6 +139,16 @@ def stop_all(members):
             m.stop()
 
 
+def restart_every_broker(cluster):
+    """Stop every broker, then start them all: each coordinator reloads its groups from the log."""
+    for i in cluster.broker_ids:
+        cluster.cluster.stop_broker(i, 10.0)
+    for i in cluster.broker_ids:
+        cluster.start_broker(i, wait=False)
+    for i in cluster.broker_ids:
+        wait_until(lambda: cluster.broker_alive(i), timeout=60)
+
+
 def test_after_everything_restarts_consumption_resumes_from_the_committed_offsets(cluster_factory):
     cluster = cluster_factory(3, GROUP_CONFIG, session_timeout_ms=SESSION_MS)
     create_topic(cluster, "resume", 6, 3)
@@ -150,13 +160,7 @@ def test_after_everything_restarts_consumption_resumes_from_the_committed_offset
     finally:
         stop_all(members)
     committed = last_commits(members)
-    # Stop every broker, then start them all: the coordinator reloads from the log.
-    for i in cluster.broker_ids:
-        cluster.cluster.stop_broker(i, 10.0)
-    for i in cluster.broker_ids:
-        cluster.start_broker(i, wait=False)
-    for i in cluster.broker_ids:
-        wait_until(lambda: cluster.broker_alive(i), timeout=60)
+    restart_every_broker(cluster)
     produce(cluster, "resume", 300, prefix=b"w")
     again = start_members(cluster, "res", "resume", tag="b")
     try:
@@ -278,12 +282,7 @@ def test_a_member_gone_while_every_broker_was_down_expires_and_the_group_goes_on
                    message=f"commits never covered the 30 records: {last_commits([member])}")
     finally:
         member.kill()
-    for i in cluster.broker_ids:
-        cluster.cluster.stop_broker(i, 10.0)
-    for i in cluster.broker_ids:
-        cluster.start_broker(i, wait=False)
-    for i in cluster.broker_ids:
-        wait_until(lambda: cluster.broker_alive(i), timeout=60)
+    restart_every_broker(cluster)
     produce(cluster, "gone", 30, prefix=b"w")
     [again] = start_members(cluster, "gone-g", "gone", clients=("kafka-python",), tag="b")
     try:
