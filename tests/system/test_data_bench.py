@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kafka_ha.tools.data_bench import relay_floor
+from kafka_ha.tools.data_baselines import relay_floor
 from kafka_ha.tools.processes import children_cpu_seconds, process_cpu_seconds
 
 pytestmark = pytest.mark.system
