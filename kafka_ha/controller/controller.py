@@ -341,10 +341,14 @@ class KafkaController:
         # brokers that deleted the logs already (TopicDeletion.on_broker_failure waits).
         affected = sorted(ctx.outside_deletion(ctx.replicas_on(dead)))
         live = ctx.live_broker_ids - dead
-        batch = term.new_batch()
-        batch.live_brokers = {b: i for b, i in ctx.live_brokers.items() if b not in dead}
+        # The live brokers go out before the elections' writes (design.md §3): a client asking
+        # meanwhile sees the partitions leaderless, not led by a broker it keeps dialling.
+        announce, batch = term.new_batch(), term.new_batch()
+        announce.live_brokers = batch.live_brokers = {b: i for b, i in ctx.live_brokers.items()
+                                                      if b not in dead}
+        announce.add_update_metadata(batch.live_brokers, [])
+        announce.send(term.channel)
         changed = term.psm.change(affected, self._decide_for_live(term, live), batch)
-        batch.add_update_metadata(batch.live_brokers, [])
         written_ms = (time.monotonic() - started) * 1000
         led = sum(1 for s in changed.values() if s.leader >= 0)
 

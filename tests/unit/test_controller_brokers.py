@@ -59,6 +59,31 @@ def test_a_dead_leader_is_replaced_from_the_isr_and_a_dead_follower_leaves_it():
     assert sorted(b["id"] for b in metadata["live_brokers"]) == [1, 3]
 
 
+def test_brokers_learn_a_broker_died_before_its_partitions_are_re_elected():
+    """A client asking for metadata while the controller writes new leaders sees the dead
+    broker gone and its partitions without a leader, not a dead leader that it keeps
+    dialling (librdkafka drops such a broker and its partitions' new leaders in one step,
+    and loses a 1 s metadata round to that race)."""
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3)}})
+    controller.channel.clear()
+    seen = []
+    send = controller.channel.send
+
+    def recording_send(broker_id, api_key, version, body, callback=None):
+        seen.append((broker_id, api_key, body, states(zk, "t", [0])[0].leader))
+        return send(broker_id, api_key, version, body, callback)
+    controller.channel.send = recording_send
+    brokers.kill(2)
+    controller.run_pending()
+    to_3 = [(key, body, leader) for b, key, body, leader in seen if b == 3]
+    key, body, leader_in_zk = to_3[0]
+    assert key == ApiKey.UPDATE_METADATA and leader_in_zk == 2, "sent before the election"
+    assert sorted(b["id"] for b in body["live_brokers"]) == [1, 3]
+    assert list(body["partition_states"]) == []
+    assert any(key == ApiKey.LEADER_AND_ISR for key, _, _ in to_3[1:])
+    assert controller.channel.leader_and_isr(3)[TP].leader == 1
+
+
 def test_a_partition_without_a_live_isr_member_goes_offline_and_returns_with_it():
     zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
     brokers.kill(3)
