@@ -13,15 +13,13 @@ a real 3-node ZooKeeper ensemble and real broker processes):
 3. the broker (not the controller) that leads the most partitions is killed with
    SIGKILL; at once both producers send one record to each partition it led, and
    each records when its record was acknowledged;
-4. the brokers' logs give the timeline in between: registration deleted (session
-   expiry, seen by a ZooKeeper watch), the controller's event and state writes,
-   LeaderAndIsr applied on each survivor, follower truncation done, the new
-   leader's high watermark at its epoch's start (the ISR confirmed it), the
-   first acks=all acknowledgement;
-   With ``--scenario shutdown`` the victim is stopped with SIGTERM instead: a
-   controlled shutdown, in which the controller moves its leaderships before it
-   exits; the phases are then the victim's and the controller's shutdown lines
-   and the process's exit.
+4. the brokers' logs give the timeline in between: registration deleted (session expiry,
+   seen by a ZooKeeper watch), the controller's event and state writes, LeaderAndIsr applied
+   on each survivor, follower truncation done, the new leader's high watermark at its
+   epoch's start (the ISR confirmed it), the first acks=all acknowledgement;
+   With ``--scenario shutdown`` the victim is stopped with SIGTERM instead: a controlled
+   shutdown, in which the controller moves its leaderships before it exits; the phases are
+   then the victim's and the controller's shutdown lines and the process's exit.
 5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus the time
    ZooKeeper takes to rewrite the same state znodes unchanged in pipelined multis
    (``BenchStore.rewrite_unchanged``; after everything else, since it bumps their
@@ -86,8 +84,9 @@ class ProducerProcess:
         data["leader_learned"] = {}
         if self.stderr is not None:
             self.stderr.close()
-            data["leader_learned"] = tl.leader_moves(Path(self.stderr.name).read_text(errors="replace"),
-                                                     TOPIC, data["started"])
+            text = Path(self.stderr.name).read_text(errors="replace")
+            data["leader_learned"] = tl.leader_moves(text, TOPIC, data["started"])
+            data["leader_first_learned"] = tl.leader_moves(text, TOPIC, data["started"], first=True)
         return data
 
 
@@ -287,6 +286,9 @@ class FailoverBench:
             phases["client: new leader learned from metadata (acks=all producer)"] = tl.percentiles(
                 [acks_all["leader_learned"][p] - killed_at for p in partitions
                  if p in acks_all["leader_learned"]])
+            first, last = acks_all.get("leader_first_learned", {}), acks_all["leader_learned"]
+            phases["client: new leader learned, dropped and learned again"] = (   # librdkafka's race
+                f"{sum(first.get(p, t) < t for p, t in last.items())} partitions")
         phases["first acks=all accepted"] = tl.percentiles(
             [t - killed_at for t in acks_all["acked"].values()])
         phases["ISR shrinks / expands logged by leaders"] = f"{shrinks} / {expands}"
