@@ -14,7 +14,7 @@ import logging
 import gevent
 from gevent.event import Event
 
-from kafka_ha import metrics
+from kafka_ha import cooperative, metrics
 from kafka_ha.admin.assignment import AdminOperationError, assign_replicas
 from kafka_ha.admin.zk_admin import ZkAdmin
 from kafka_ha.broker.config_admin_apis import ConfigAdminApis
@@ -263,12 +263,15 @@ class KafkaServer:
     def _broker_config_changed(self, entity: str) -> None:
         if self.dynamic_config.concerns(entity):
             self.dynamic_config.reload()
+            for partition in cooperative.yielding(list(self.replica_manager.partitions.values())):
+                partition.on_config_change()       # a new default min.insync.replicas
 
     def _topic_config_changed(self, topic: str) -> None:
         self.topic_configs.invalidate(topic)
         for tp, partition in self.replica_manager.partitions.items():
             if tp.topic == topic:
                 partition.log.config = self._log_config(topic)
+                partition.on_config_change()
         if self.controller is not None and self.controller.active:
             self.controller.enqueue(ev.TopicConfigChange(topic))
 

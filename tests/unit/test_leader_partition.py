@@ -3,6 +3,7 @@ import gevent
 import pytest
 
 from kafka_ha.protocol.errors import ErrorCode
+from kafka_ha.broker.partition import Partition
 from tests.harness.leader_setup import RecordingIsrWriter, batch, leader, open_log, state
 
 NOW = 10_000
@@ -68,3 +69,48 @@ def test_an_acks_all_waiter_succeeds_once_the_isr_has_it(log_):
     gevent.sleep(0)
     p.on_follower_fetch(2, appended.last_offset + 1, NOW)
     assert waiter.get() == ErrorCode.NONE
+
+
+# ---- follower fetches that move nothing (issue 23: a fetch of thousands of idle partitions) ----
+
+def test_a_follower_fetch_that_moves_nothing_does_not_recompute_the_high_watermark(log_, monkeypatch):
+    from kafka_ha.broker import replication
+    computed = []
+    real = replication.new_high_watermark
+    monkeypatch.setattr(replication, "new_high_watermark",
+                        lambda *a, **kw: computed.append(a) or real(*a, **kw))
+    p = leader(log_, (1, 2, 3), replicas=(1, 2, 3))
+    p.append_as_leader(batch(b"a", b"b"), acks=1)
+    computed.clear()
+    p.on_follower_fetch(2, 2, NOW)
+    assert len(computed) == 1 and p.high_watermark == 0, "follower 3 holds nothing yet"
+    p.on_follower_fetch(2, 2, NOW + 1)
+    assert len(computed) == 1, "2 did not move: the HW cannot have"
+    assert p.followers[2].last_fetch_ms == NOW + 1, "the fetch still counts (caught-up time)"
+    p.on_follower_fetch(3, 2, NOW + 2)
+    assert p.high_watermark == 2
+
+
+def test_lowering_min_insync_replicas_commits_what_an_idle_isr_already_holds(log_):
+    min_isr = [3]
+    p = Partition(log_.tp, 1, log_, lambda: min_isr[0], RecordingIsrWriter())
+    p.make_leader(state((1, 2), 1, (1, 2), tp=log_.tp))
+    p.append_as_leader(batch(b"a", b"b"), acks=1)
+    p.on_follower_fetch(2, 2, NOW)
+    assert p.high_watermark == 0, "below min.insync.replicas the HW does not move"
+    min_isr[0] = 2
+    p.on_config_change()
+    assert p.high_watermark == 2
+
+
+def test_a_follower_that_registers_joins_the_isr_at_its_next_fetch_without_moving(log_):
+    live = [False]
+    writer = RecordingIsrWriter()
+    p = Partition(log_.tp, 1, log_, lambda: 1, writer, is_live=lambda b: live[0])
+    p.make_leader(state((1,), 1, (1, 2), tp=log_.tp))
+    p.append_as_leader(batch(b"a"), acks=1)
+    p.on_follower_fetch(2, 1, NOW)
+    assert writer.expansions == [], "not registered: it stays out"
+    live[0] = True
+    p.on_follower_fetch(2, 1, NOW + 1)
+    assert [isr for isr, _ in writer.expansions] == [(1, 2)]
