@@ -1,5 +1,6 @@
 """The failover loop against a real ensemble and real broker processes (kill -9, SIGSTOP)."""
 
+import re
 import time
 
 import pytest
@@ -193,3 +194,34 @@ def test_conflicting_writer_between_read_and_write(cluster_factory):
     assert final.leader in shrunk.isr
     assert final.leader_epoch == state.leader_epoch + 1
     assert cluster.controller() == controller
+
+
+UPDATE_METADATA_CACHED = re.compile(r"cached UpdateMetadata correlation id \d+ from controller \d+ "
+                                    r"epoch \d+: (\d+) partitions, live brokers \[([\d, ]*)\]")
+
+
+def test_survivors_learn_the_broker_is_gone_before_its_partitions_move(cluster_factory):
+    """Clients asking while the controller writes the elections see the dead broker's
+    partitions without a leader, not led by it; librdkafka 2.16 forgets new leaders that
+    come in the same Metadata answer as a broker's removal (docs/design.md §3)."""
+    cluster = cluster_factory(3, {"logger.levels": "state.change.logger=DEBUG"},
+                              session_timeout_ms=SESSION_MS)
+    create_topic(cluster, "orders", 6, 3)
+    before = read_states(cluster, "orders")
+    victim = before[0].leader
+    survivor = next(b for b in (1, 2, 3) if b != victim)
+    offset = log_size(cluster, survivor, "state-change.log")
+    cluster.kill(victim)
+    cluster.wait_until(lambda: all(s.leader != victim for s in read_states(cluster, "orders").values()),
+                       timeout=SESSION_MS / 1000 + 20, message=f"partitions led by {victim} did not move")
+
+    def updates_without_victim():
+        text = log_text(cluster, survivor, "state-change.log", offset)
+        seen = [(int(n), {int(b) for b in live.split(",") if b.strip()})
+                for n, live in UPDATE_METADATA_CACHED.findall(text)]
+        without = [n for n, live in seen if victim not in live]
+        return any(n > 0 for n in without) and without
+    counts = cluster.wait_until(updates_without_victim, timeout=20,
+                                message=f"broker {survivor} got no new partition states after the kill")
+    assert counts[0] == 0, (f"the first UpdateMetadata without broker {victim} already moved its "
+                            f"partitions (partition states per UpdateMetadata: {counts})")
