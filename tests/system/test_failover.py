@@ -207,8 +207,10 @@ def test_survivors_learn_the_broker_is_gone_before_its_partitions_move(cluster_f
     cluster = cluster_factory(3, {"logger.levels": "state.change.logger=DEBUG"},
                               session_timeout_ms=SESSION_MS)
     create_topic(cluster, "orders", 6, 3)
+    controller = cluster.controller()
     before = read_states(cluster, "orders")
-    victim = before[0].leader
+    # A leader that is not the controller: a new controller starts with a full UpdateMetadata.
+    victim = next(s.leader for s in before.values() if s.leader != controller)
     survivor = next(b for b in (1, 2, 3) if b != victim)
     offset = log_size(cluster, survivor, "state-change.log")
     cluster.kill(victim)
