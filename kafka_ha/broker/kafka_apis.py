@@ -139,17 +139,16 @@ class KafkaApis:
         if version == 0 and not topics:
             topics = None
         auto_create = self._auto_create is not None and body.get("allow_auto_topic_creation", True)
-        if topics and auto_create:
-            missing = [t for t in topics if t not in self.metadata.partitions]
-            if missing:
-                self._auto_create(missing)
+        missing = [t for t in topics if t not in self.metadata.partitions] if topics and auto_create else []
+        if not missing:
+            return self.metadata.encoded_response(topics, version)
+        self._auto_create(missing)
         response = self.metadata.metadata_response(topics, version)
         if version >= 2:
             response["cluster_id"] = self.metadata.cluster_id
         if version >= 3:
             response["throttle_time_ms"] = 0
-        if topics and auto_create:
-            for topic in response["topics"]:
-                if topic["name"] in missing and topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    topic["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
+        for topic in response["topics"]:
+            if topic["name"] in missing and topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                topic["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE
         return response
