@@ -86,9 +86,11 @@ def fenced_partitions(partitions: HostedPartitions,
     Kafka 2.1 does): a consumer behind the times learns it is fenced, not only that
     this broker does not lead."""
     fenced = {}
+    get = partitions.get
     for tp, epoch in leader_epochs.items():
-        p = partitions.get(tp)
-        if p is not None and p.leader_epoch >= 0:
+        p = get(tp)
+        # The same epoch (every partition of a follower's fetch, thousands) needs no check.
+        if p is not None and epoch != p.leader_epoch and p.leader_epoch >= 0:
             error = replication.leader_epoch_error(epoch, p.leader_epoch)
             if error != ErrorCode.NONE:
                 fenced[tp] = error
