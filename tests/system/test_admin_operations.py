@@ -26,8 +26,8 @@ def test_delete_topic_waits_for_a_dead_replica(cluster_factory):
                        message="the topic's 6 log directories were not created")
     cluster.kill(3)
     cluster.wait_deregistered(3)
-    rc, out, _ = topics_cli(cluster, "--delete", "--topic", "doomed")
-    assert rc == 0 and "Topic doomed is marked for deletion." in out
+    rc, out, err = topics_cli(cluster, "--delete", "--topic", "doomed")
+    assert rc == 0 and "Topic doomed is marked for deletion." in out, (rc, out, err[-2000:])
     time.sleep(3)
     assert cluster.zk.exists("/admin/delete_topics/doomed"), "must wait for broker 3"
     assert cluster.zk.exists("/brokers/topics/doomed")
