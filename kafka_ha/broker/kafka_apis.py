@@ -143,11 +143,7 @@ class KafkaApis:
         if not missing:
             return self.metadata.encoded_response(topics, version)
         self._auto_create(missing)
-        response = self.metadata.metadata_response(topics, version)
-        if version >= 2:
-            response["cluster_id"] = self.metadata.cluster_id
-        if version >= 3:
-            response["throttle_time_ms"] = 0
+        response = self.metadata.full_response(topics, version)
         for topic in response["topics"]:
             if topic["name"] in missing and topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 topic["error_code"] = ErrorCode.LEADER_NOT_AVAILABLE

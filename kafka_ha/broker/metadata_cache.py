@@ -135,19 +135,23 @@ class MetadataCache:
                 "controller_id": self.controller_id,
                 "topics": [self.topic_metadata(t, version) for t in names]}
 
+    def full_response(self, topics: list[str] | None, version: int) -> dict[str, Any]:
+        """The whole Metadata answer: v2+'s cluster id and v3+'s throttle time included."""
+        response = self.metadata_response(topics, version)
+        if version >= 2:
+            response["cluster_id"] = self.cluster_id
+        if version >= 3:
+            response["throttle_time_ms"] = 0
+        return response
 
     def encoded_response(self, topics: list[str] | None, version: int) -> EncodedOnce:
-        """The whole Metadata answer (v2+'s cluster id and v3+'s throttle time included), encoded
-        once per UpdateMetadata for each version and topic list: after a failover every client
-        asks again every second, and a 10k-partition answer took about 40 ms to encode."""
+        """``full_response``, encoded once per UpdateMetadata for each version and topic list:
+        after a failover every client asks again every second, and a 10k-partition answer
+        took about 40 ms to encode."""
         key = (None if topics is None else tuple(topics), version, self.cluster_id)
         body = self._encoded.get(key)
         if body is None:
-            body = EncodedOnce(self.metadata_response(topics, version))
-            if version >= 2:
-                body["cluster_id"] = self.cluster_id
-            if version >= 3:
-                body["throttle_time_ms"] = 0
+            body = EncodedOnce(self.full_response(topics, version))
             if len(self._encoded) < ENCODED_ANSWERS:
                 self._encoded[key] = body
         return body
