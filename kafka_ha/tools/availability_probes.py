@@ -1,7 +1,7 @@
 """Client-side probes for ``kafka-failover-bench.sh``: they see a cluster as users do.
 
-- ``LoopProbe``: one thread per broker sends ApiVersions every ``interval_s`` on a
-  connection of its own and records how long each answer took.  ApiVersions does no
+- ``LoopProbe``: in a child process, one thread per broker sends ApiVersions every
+  ``interval_s`` on a connection of its own and records how long each answer took.  ApiVersions does no
   work in the broker, so a slow answer is time the broker's event loop spent on
   something else (the loop stall a ZooKeeper heartbeat suffers too).
 - ``python -m kafka_ha.tools.availability_probes produce ...``: a producer process
@@ -18,9 +18,11 @@ import argparse
 import json
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
+from typing import IO
 
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.framing import encode_request
@@ -29,62 +31,139 @@ PROBE_TIMEOUT_S = 30.0
 
 
 class LoopProbe:
-    """ApiVersions round trips to each broker every ``interval_s`` while running."""
+    """ApiVersions round trips to each broker every ``interval_s`` while running.
+
+    The probing runs in a child process (``availability_probes loop-probe``), which
+    stamps each round trip itself: a bench that parses logs meanwhile holds its own
+    GIL for seconds inside a regular expression, and a probe in its threads would
+    record that as a broker stall."""
 
     def __init__(self, ports: dict[int, int], interval_s: float = 0.05) -> None:
-        self.ports = ports
+        self.ports = dict(ports)
         self.interval_s = interval_s
         self.samples: dict[int, list[tuple[float, float]]] = {b: [] for b in ports}  # (sent at, s)
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(b,), daemon=True) for b in ports]
+        self._proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+        self._synced = threading.Condition()
+        self._last_sync = 0
+        self._syncs = 0
 
     def __enter__(self) -> "LoopProbe":
-        for t in self._threads:
-            t.start()
+        brokers = [f"{b}={p}" for b, p in self.ports.items()]
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "kafka_ha.tools.availability_probes", "loop-probe",
+             "--interval-ms", str(self.interval_s * 1000), *brokers],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(PROBE_TIMEOUT_S + 1)
+        assert self._proc is not None and self._reader is not None
+        self._proc.stdin.close()                 # end of input: the child stops probing
+        try:
+            self._proc.wait(PROBE_TIMEOUT_S + 2)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(5)
 
     def stop_broker(self, broker: int) -> None:
-        """Stop probing ``broker`` (it is about to be killed): its errors are not stalls."""
-        self.ports = {b: p for b, p in self.ports.items() if b != broker}
-
-    def _run(self, broker: int) -> None:
-        sock = None
-        correlation = 0
-        while not self._stop.is_set() and broker in self.ports:
-            started = time.time()
-            try:
-                if sock is None:
-                    sock = socket.create_connection(("127.0.0.1", self.ports[broker]), PROBE_TIMEOUT_S)
-                correlation += 1
-                sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, correlation, "loop-probe", {}))
-                _read_frame(sock)
-                self.samples[broker].append((started, time.time() - started))
-            except OSError:
-                # No answer for this long is a stall too (the probe gave up at its
-                # timeout, or the connection broke while waiting).
-                self.samples[broker].append((started, time.time() - started))
-                if sock is not None:
-                    sock.close()
-                sock = None
-            self._stop.wait(max(0.0, self.interval_s - (time.time() - started)))
-        if sock is not None:
-            sock.close()
+        """Stop probing ``broker`` (it is about to be killed): its errors are not stalls.
+        Returns once the child has taken the order."""
+        self.ports.pop(broker, None)
+        self._command(f"stop {broker}")
+        self._sync()
 
     def summary(self, since: float = 0.0, until: float = float("inf")) -> dict[int, dict]:
         """Per broker: probes, the longest answer and when it was sent, in [since, until)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._sync()                         # every round trip finished so far is in
         out = {}
         for broker, samples in self.samples.items():
-            window = [(t, s) for t, s in samples if since <= t < until]
+            window = [(t, s) for t, s in list(samples) if since <= t < until]
             if window:
                 at, longest = max(window, key=lambda x: x[1])
                 out[broker] = {"probes": len(window), "max_ms": round(longest * 1000, 1),
                                "max_at": at, "over_500ms": sum(1 for _, s in window if s > 0.5)}
         return out
+
+    def _command(self, line: str) -> None:
+        assert self._proc is not None, "use LoopProbe as a context manager"
+        self._proc.stdin.write(line + "\n")
+        self._proc.stdin.flush()
+
+    def _sync(self, timeout_s: float = 10.0) -> None:
+        """Wait until the child has echoed a marker sent now: its samples come in order on
+        one pipe, so every round trip it finished before reading the marker is read."""
+        with self._synced:
+            self._syncs += 1
+            mark = self._syncs
+        self._command(f"sync {mark}")
+        with self._synced:
+            if not self._synced.wait_for(lambda: self._last_sync >= mark, timeout_s):
+                raise TimeoutError("the loop probe process did not answer")
+
+    def _read(self) -> None:
+        assert self._proc is not None
+        for line in self._proc.stdout:
+            kind, *rest = line.split()
+            if kind == "sample":
+                broker, started, took = int(rest[0]), float(rest[1]), float(rest[2])
+                self.samples.setdefault(broker, []).append((started, took))
+            elif kind == "synced":
+                with self._synced:
+                    self._last_sync = int(rest[0])
+                    self._synced.notify_all()
+
+
+def probe_loops(ports: dict[int, int], interval_s: float, commands: IO[str], out: IO[str]) -> None:
+    """The child's side of :class:`LoopProbe`: a thread per broker; ``stop <broker>`` and
+    ``sync <n>`` lines on ``commands`` until its end, samples and ``synced <n>`` on ``out``."""
+    ports = dict(ports)
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def say(line: str) -> None:
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    def run(broker: int) -> None:
+        sock = None
+        correlation = 0
+        while not done.is_set() and broker in ports:
+            started = time.time()
+            try:
+                if sock is None:
+                    sock = socket.create_connection(("127.0.0.1", ports[broker]), PROBE_TIMEOUT_S)
+                correlation += 1
+                sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, correlation, "loop-probe", {}))
+                _read_frame(sock)
+            except OSError:
+                # No answer for this long is a stall too (the probe gave up at its
+                # timeout, or the connection broke while waiting).
+                if sock is not None:
+                    sock.close()
+                sock = None
+            if broker in ports:
+                say(f"sample {broker} {started:.6f} {time.time() - started:.6f}")
+            done.wait(max(0.0, interval_s - (time.time() - started)))
+        if sock is not None:
+            sock.close()
+
+    threads = [threading.Thread(target=run, args=(b,), daemon=True) for b in ports]
+    for t in threads:
+        t.start()
+    for line in commands:
+        kind, _, arg = line.strip().partition(" ")
+        if kind == "stop":
+            ports.pop(int(arg), None)
+        elif kind == "sync":
+            say(f"synced {arg}")
+    done.set()
+    for t in threads:
+        t.join(PROBE_TIMEOUT_S + 1)
 
 
 def _read_frame(sock: socket.socket) -> bytes:
@@ -188,7 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     produce.add_argument("--log-leader-moves", action="store_true",
                          help="confluent: librdkafka's topic debug log to stderr (when it moved each "
                               "partition to a new leader)")
+    loops = sub.add_parser("loop-probe", help="LoopProbe's child: ApiVersions round trips, one "
+                                              "'sample <broker> <sent at> <seconds>' line each")
+    loops.add_argument("--interval-ms", type=float, default=50.0)
+    loops.add_argument("brokers", nargs="+", metavar="ID=PORT")
     args = p.parse_args(argv)
+    if args.command == "loop-probe":
+        ports = {int(b): int(port) for b, port in (item.split("=") for item in args.brokers)}
+        probe_loops(ports, args.interval_ms / 1000, sys.stdin, sys.stdout)
+        return 0
     print(json.dumps(CLIENTS[args.client](args)), flush=True)
     return 0
 
