@@ -14,6 +14,7 @@ from gevent import sleep
 
 from kafka_ha import metrics
 from kafka_ha.controller import election
+from kafka_ha.cooperative import yielding
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
@@ -78,7 +79,8 @@ class PartitionStateMachine:
             # multi while the next slice is being decided.
             for start in range(0, len(items), MULTI_CHUNK):
                 slice_decisions, unchanged = {}, {}
-                for tp, current in items[start:start + MULTI_CHUNK]:
+                # The loop shares the broker's event loop: it yields to it now and then.
+                for tp, current in yielding(items[start:start + MULTI_CHUNK]):
                     outcome = decide(tp, current)
                     if outcome.decision is None:
                         unchanged[tp] = current
@@ -92,7 +94,7 @@ class PartitionStateMachine:
                 break
             result = self.store.collect(submissions)
             self.zk_writes += len(decisions)
-            for tp, written in result.written.items():
+            for tp, written in yielding(result.written.items()):
                 if tp in decisions:  # not a passed version check
                     self._record(tp, written, reasons[tp], batch, lines)
                     changed[tp] = written
@@ -167,7 +169,7 @@ class PartitionStateMachine:
         """New -> Online: write the first state of partitions that have a live replica."""
         live = self.ctx.live_broker_ids
         creates = {}
-        for tp in partitions:
+        for tp in yielding(partitions):
             state = election.initial_state(self.ctx.assignments[tp], live, self.epoch)
             if state is None:
                 log.info("Partition %s has no live replica among %s; it stays new", tp,
@@ -190,6 +192,6 @@ class PartitionStateMachine:
                 else:
                     self._skip_unreadable(tp, stored)
         lines = StateChangeBatch()
-        for tp, state in written.items():
+        for tp, state in yielding(written.items()):
             self._record(tp, state, election.Outcome(state, "new partition online"), batch, lines)
         lines.emit()

@@ -14,6 +14,7 @@ import gevent
 from gevent.event import AsyncResult
 
 from kafka_ha.controller.channel import ControllerChannel
+from kafka_ha.cooperative import yielding
 from kafka_ha.model import BrokerInfo, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.framing import EncodedOnce
@@ -98,7 +99,8 @@ class RequestBatch:
             own = bool(self.update_metadata.get(broker_id))
             body = shared if shared is not None and not own else EncodedOnce(
                 controller_id=self.controller_id, controller_epoch=self.epoch,
-                partition_states=[wired(s) for s in states.values()], live_brokers=brokers_payload)
+                partition_states=[wired(s) for s in yielding(states.values())],
+                live_brokers=brokers_payload)
             if not own:
                 shared = body
             channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
@@ -107,12 +109,12 @@ class RequestBatch:
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
                             for b in self.live_brokers.values() if b.broker_id in leaders]
             prefix = f"Controller {self.controller_id} epoch {self.epoch} requested"
-            for s in states.values():
+            for s in yielding(states.values()):
                 kind = "become-leader" if s.leader == broker_id else "become-follower"
                 lines.info(f"{prefix} {kind} LeaderAndIsr {s.describe()} for partition {s.tp} "
                            f"from broker {broker_id}")
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
-                    "partition_states": [wired(s) for s in states.values()],
+                    "partition_states": [wired(s) for s in yielding(states.values())],
                     "live_leaders": live_leaders}
             ack = AsyncResult()
             acks.append(ack)
@@ -120,7 +122,7 @@ class RequestBatch:
                                 lambda _b, resp, ack=ack: ack.set(resp)):
                 ack.set(None)
         for (broker_id, delete), tps in self.stop_replica.items():
-            for tp in tps:
+            for tp in yielding(tps):
                 lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "
                            f"StopReplica (delete={str(delete).lower()}) for partition {tp} "
                            f"from broker {broker_id}")
