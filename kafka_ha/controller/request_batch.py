@@ -94,9 +94,16 @@ class RequestBatch:
             if entry is None:
                 entry = wire[id(s)] = to_wire(s)
             return entry
-        # Kafka's order: LeaderAndIsr, then UpdateMetadata, then StopReplica.  Each broker's
-        # channel sends in order, so a new leader is told before any broker announces it,
-        # and a client that learns the leader finds it leading.
+        shared: EncodedOnce | None = None
+        for broker_id, states in self._metadata_by_broker().items():
+            own = bool(self.update_metadata.get(broker_id))
+            body = shared if shared is not None and not own else EncodedOnce(
+                controller_id=self.controller_id, controller_epoch=self.epoch,
+                partition_states=[wired(s) for s in yielding(states.values())],
+                live_brokers=brokers_payload)
+            if not own:
+                shared = body
+            channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
         for broker_id, states in self.leader_and_isr.items():
             leaders = {s.leader for s in states.values()}
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
@@ -114,16 +121,6 @@ class RequestBatch:
             if not channel.send(broker_id, ApiKey.LEADER_AND_ISR, 0, body,
                                 lambda _b, resp, ack=ack: ack.set(resp)):
                 ack.set(None)
-        shared: EncodedOnce | None = None
-        for broker_id, states in self._metadata_by_broker().items():
-            own = bool(self.update_metadata.get(broker_id))
-            body = shared if shared is not None and not own else EncodedOnce(
-                controller_id=self.controller_id, controller_epoch=self.epoch,
-                partition_states=[wired(s) for s in yielding(states.values())],
-                live_brokers=brokers_payload)
-            if not own:
-                shared = body
-            channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
         for (broker_id, delete), tps in self.stop_replica.items():
             for tp in yielding(tps):
                 lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "

@@ -84,22 +84,6 @@ def test_brokers_learn_a_broker_died_before_its_partitions_are_re_elected():
     assert controller.channel.leader_and_isr(3)[TP].leader == 1
 
 
-def test_a_new_leader_is_told_before_any_broker_announces_it():
-    """Kafka's order (ControllerBrokerRequestBatch: LeaderAndIsr, then UpdateMetadata, then
-    StopReplica): a client that learns the new leader from a Metadata answer should find it
-    already leading, not answering NOT_LEADER_FOR_PARTITION.  Each broker's channel sends in
-    order, so the new leader's LeaderAndIsr goes out before every UpdateMetadata that names it."""
-    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3)}})
-    controller.channel.clear()
-    brokers.kill(2)
-    controller.run_pending()
-    kinds = [(r.api_key, r.broker_id) for r in controller.channel.requests
-             if r.api_key == ApiKey.LEADER_AND_ISR or r.body.get("partition_states")]
-    told = kinds.index((ApiKey.LEADER_AND_ISR, 1))
-    announced = [i for i, (key, _) in enumerate(kinds) if key == ApiKey.UPDATE_METADATA]
-    assert announced and told < min(announced), kinds
-
-
 def test_a_partition_without_a_live_isr_member_goes_offline_and_returns_with_it():
     zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
     brokers.kill(3)
