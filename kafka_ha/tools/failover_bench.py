@@ -322,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in scenarios:
         if scenario not in ("kill", "shutdown"):
             p.error(f"unknown scenario {scenario!r}: kill or shutdown")
+    sizes = [int(x) for x in args.partitions.split(",") if x]
+    # Runs are kept apart by directory name (scenario and size): listed twice, the second
+    # cluster would start on the first one's logs.
+    for name, listed in (("--scenario", scenarios), ("--partitions", sizes)):
+        twice = sorted({str(x) for x in listed if listed.count(x) > 1})
+        if twice:
+            p.error(f"{name} lists {', '.join(twice)} twice; use --repeat for more runs")
     args.dir = args.dir or scratch_dir("kafka-ha-failover-")
     run = Run("failover", "Availability after kill -9 of a leader", "bin/kafka-failover-bench.sh",
               argv)
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for scenario in scenarios:
-            for n in [int(x) for x in args.partitions.split(",") if x]:
+            for n in sizes:
                 rows.append(median_run([FailoverBench(args, ensemble).run_size(
                     n, scenario, f"-run{i + 1}" if args.repeat > 1 else "") for i in range(args.repeat)]))
     finally:
