@@ -3,7 +3,8 @@
 A request that fails to send is retried on a fresh connection every 300 ms
 (Kafka's ControllerChannelManager) until it is answered or the broker is
 removed, so requests to one broker keep their order and a slow broker holds up
-no other.
+no other.  Unlike Kafka's one request in flight, up to ``PIPELINE`` queued
+requests go out back to back on the connection; the broker serves them in order.
 """
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ from kafka_ha.protocol.connection import BrokerConnection
 log = logging.getLogger("kafka_ha.controller")
 
 RETRY_BACKOFF_S = 0.3
+# Requests queued for one broker that go out back to back, before the first answer: an
+# UpdateMetadata and the LeaderAndIsr behind it then cost one round trip, not two (at 10k
+# partitions, the broker's handling of the UpdateMetadata held the LeaderAndIsr back).
+PIPELINE = 4
 Callback = Callable[[int, dict[str, Any]], None]
 
 
@@ -40,27 +45,35 @@ class _BrokerSender:
 
     def _run(self) -> None:
         while True:
-            api_key, version, body, callback = self._queue.get()
-            response = self._send_until_answered(api_key, version, body)
-            if callback is not None:
-                try:
-                    callback(self.broker.broker_id, response)
-                except Exception:
-                    log.exception("Response callback for broker %d failed", self.broker.broker_id)
+            queued = [self._queue.get()]
+            while len(queued) < PIPELINE and not self._queue.empty():
+                queued.append(self._queue.get_nowait())
+            responses = self._send_until_answered([(key, version, body)
+                                                   for key, version, body, _ in queued])
+            for (_, _, _, callback), response in zip(queued, responses):
+                if callback is not None:
+                    try:
+                        callback(self.broker.broker_id, response)
+                    except Exception:
+                        log.exception("Response callback for broker %d failed", self.broker.broker_id)
 
-    def _send_until_answered(self, api_key: int, version: int, body: dict) -> dict:
+    def _send_until_answered(self, requests: list[tuple[int, int, dict]]) -> list[dict]:
+        """Send the requests back to back and return their answers; after a failure, all of
+        them again in order on a fresh connection (one may have taken effect already: each
+        is safe to apply twice, as a single request retried after a lost answer is)."""
         attempt = 0
         while True:
             try:
                 if self._conn is None:
                     self._conn = BrokerConnection(self.broker.host, self.broker.port,
                                                   self._client_id, self._timeout_s)
-                return self._conn.request(api_key, version, body)
+                return self._conn.request_pipelined(requests)
             except (OSError, ValueError) as e:
                 attempt += 1
                 if attempt == 1 or attempt % 20 == 0:
-                    log.warning("Controller request (api key %d) to broker %d at %s:%d failed "
-                                "(attempt %d): %s; retrying", api_key, self.broker.broker_id,
+                    log.warning("Controller request%s (api key %s) to broker %d at %s:%d failed "
+                                "(attempt %d): %s; retrying", "s" if len(requests) > 1 else "",
+                                ", ".join(str(key) for key, _, _ in requests), self.broker.broker_id,
                                 self.broker.host, self.broker.port, attempt, e)
                 self._close()
                 gevent.sleep(RETRY_BACKOFF_S)

@@ -128,6 +128,25 @@ class BrokerConnection:
         the earlier ones, lost with the old socket, wait for their retry.
         """
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        sent = self._begin(api_key, api_version, body, deadline, on_socket)
+        return self._finish(api_key, api_version, sent, deadline)
+
+    def request_pipelined(self, requests: list[tuple[int, int, dict[str, Any]]],
+                          timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Send ``requests`` (api key, version, body) back to back, then read their answers:
+        one round trip for all of them instead of one each.  A broker serves a connection's
+        requests one after the other, so their effects keep this order.  If any exchange
+        fails, the socket is dropped and the error raised: no answer is returned, and the
+        caller cannot tell which requests took effect."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        sent = [self._begin(api_key, api_version, body, deadline, None)
+                for api_key, api_version, body in requests]
+        return [self._finish(api_key, api_version, one, deadline)
+                for (api_key, api_version, _), one in zip(requests, sent)]
+
+    def _begin(self, api_key: int, api_version: int, body: dict[str, Any], deadline: float,
+               on_socket: int | None) -> tuple[int, "_Pending"]:
+        """Write the request and take its place in line for the answer."""
         with self._lock:
             if on_socket is not None and on_socket != self._generation:
                 raise SocketReplaced(f"{self}: the connection dropped before the request was sent")
@@ -136,6 +155,12 @@ class BrokerConnection:
             self._pending.append(pending)
             if len(self._pending) == 1:
                 pending.turn.set()
+        return correlation_id, pending
+
+    def _finish(self, api_key: int, api_version: int, sent: tuple[int, "_Pending"],
+                deadline: float) -> dict[str, Any]:
+        """Wait for the request's turn, read its answer and decode it."""
+        correlation_id, pending = sent
         frame = None
         try:
             self._await_turn(pending, deadline)
