@@ -54,6 +54,11 @@ class LoopProbe:
             [sys.executable, "-m", "kafka_ha.tools.availability_probes", "loop-probe",
              "--interval-ms", str(self.interval_s * 1000), *brokers],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        # Probing has begun when the context is entered: a busy machine takes a while to
+        # start a Python process, and a window measured before then would see no probe.
+        if self._proc.stdout.readline().strip() != "probing":
+            self._proc.kill()
+            raise RuntimeError("the loop probe process did not start")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         return self
@@ -155,6 +160,7 @@ def probe_loops(ports: dict[int, int], interval_s: float, commands: IO[str], out
     threads = [threading.Thread(target=run, args=(b,), daemon=True) for b in ports]
     for t in threads:
         t.start()
+    say("probing")
     for line in commands:
         kind, _, arg = line.strip().partition(" ")
         if kind == "stop":

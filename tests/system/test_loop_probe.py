@@ -74,7 +74,7 @@ def test_a_busy_parent_process_is_not_reported_as_a_broker_stall(quick_server):
     with LoopProbe({1: quick_server}, interval_s=0.02) as probe:
         time.sleep(0.3)
         started = time.time()
-        held = hold_the_gil(1.0)
+        held = hold_the_gil(2.0)
         time.sleep(0.3)
         summary = probe.summary(since=started)
     assert summary[1]["probes"] > 10           # it kept probing while the parent was busy
@@ -92,9 +92,16 @@ def test_a_stopped_broker_is_no_longer_probed(quick_server):
     assert set(after) == {1}
 
 
+def wait_for_probes(probe: LoopProbe, broker: int, at_least: int) -> None:
+    deadline = time.monotonic() + 30
+    while probe.summary().get(broker, {}).get("probes", 0) < at_least:
+        assert time.monotonic() < deadline, "the probe did not probe"
+        time.sleep(0.05)
+
+
 def test_the_samples_stay_readable_after_the_probe_stopped(quick_server):
     with LoopProbe({1: quick_server}, interval_s=0.02) as probe:
-        time.sleep(0.2)
+        wait_for_probes(probe, 1, 4)
     summary = probe.summary()
     assert summary[1]["probes"] > 3
     assert probe.summary() == summary           # nothing more arrives once it stopped
