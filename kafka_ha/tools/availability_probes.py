@@ -158,9 +158,9 @@ def probe_loops(ports: dict[int, int], interval_s: float, commands: IO[str], out
             sock.close()
 
     threads = [threading.Thread(target=run, args=(b,), daemon=True) for b in ports]
+    say("probing")                 # the first line, before any sample can be printed
     for t in threads:
         t.start()
-    say("probing")
     for line in commands:
         kind, _, arg = line.strip().partition(" ")
         if kind == "stop":
