@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,23 +23,23 @@ from kafka_ha.tools.availability_probes import LoopProbe
 
 pytestmark = pytest.mark.system
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # A server that answers every size-prefixed frame at once with an empty frame.
 ANSWER_AT_ONCE = r"""
-import socket, struct, sys, threading
+import socket, struct, threading
+from tests.harness.raw_socket import recv_frame
 server = socket.socket()
 server.bind(("127.0.0.1", 0))
 server.listen()
 print(server.getsockname()[1], flush=True)
 def serve(conn):
-    buf = b""
     while True:
-        chunk = conn.recv(65536)
-        if not chunk:
+        try:
+            recv_frame(conn)
+        except (EOFError, OSError):
             return
-        buf += chunk
-        while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-            buf = buf[4 + struct.unpack_from(">i", buf)[0]:]
-            conn.sendall(struct.pack(">ii", 4, 0))
+        conn.sendall(struct.pack(">ii", 4, 0))
 while True:
     conn, _ = server.accept()
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
@@ -60,7 +61,8 @@ def hold_the_gil(seconds: float) -> float:
 
 @pytest.fixture
 def quick_server():
-    proc = subprocess.Popen([sys.executable, "-c", ANSWER_AT_ONCE], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", ANSWER_AT_ONCE], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
     try:
         yield int(proc.stdout.readline())
     finally:

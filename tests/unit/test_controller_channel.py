@@ -6,8 +6,6 @@ LeaderAndIsr queued behind it waited for that answer before it was even sent.
 """
 from __future__ import annotations
 
-import struct
-
 import gevent
 import gevent.event
 import gevent.queue
@@ -19,6 +17,7 @@ from kafka_ha.model import BrokerInfo
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.framing import decode_request, encode_response
 from tests.harness.protocol_samples import api_versions_response
+from tests.harness.raw_socket import recv_frame
 
 WAIT_FOR_SECOND_S = 2.0
 
@@ -45,24 +44,20 @@ class HoldingBroker:
         connection = self.connections
         answers: gevent.queue.Queue = gevent.queue.Queue()
         gevent.spawn(self._answer_in_order, sock, answers, connection)
-        buf, seen = b"", 0
+        seen = 0
         while True:
-            chunk = sock.recv(65536)
-            if not chunk:
+            try:
+                header, _ = decode_request(recv_frame(sock))
+            except (EOFError, OSError):
                 return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-                size = struct.unpack_from(">i", buf)[0]
-                header, _ = decode_request(buf[4:4 + size])
-                buf = buf[4 + size:]
-                seen += 1
-                self.events.append(f"c{connection} got {header.client_id}#{header.correlation_id}")
-                if seen >= 2:
-                    self._second.set()
-                    if self._drop_first and connection == 1:
-                        sock.close()
-                        return
-                answers.put(header.correlation_id)
+            seen += 1
+            self.events.append(f"c{connection} got {header.client_id}#{header.correlation_id}")
+            if seen >= 2:
+                self._second.set()
+                if self._drop_first and connection == 1:
+                    sock.close()
+                    return
+            answers.put(header.correlation_id)
 
     def _answer_in_order(self, sock, answers, connection: int) -> None:
         """A broker answers a connection's requests in order; the first waits for a second."""
