@@ -76,7 +76,6 @@ class LoopProbe:
     def stop_broker(self, broker: int) -> None:
         """Stop probing ``broker`` (it is about to be killed): its errors are not stalls.
         Returns once the child has taken the order."""
-        self.ports.pop(broker, None)
         self._command(f"stop {broker}")
         self._sync()
 
