@@ -17,23 +17,33 @@ kafka_ha.records.errors.CorruptRecordError: batch: 3 records declared, but they 
 """
 from __future__ import annotations
 
+from itertools import islice
+
 from .errors import CorruptRecordError
+from .v2_columns import run_length
 from .varint import decode_varint
 
 # length, attributes, timestamp delta, offset delta, key length, value length,
 # header count: one byte each at the least
 MIN_RECORD_BYTES = 7
+# Records walked one by one after a run of same-shaped records could not be shown
+# (doubled after each such try).
+RETRY_AFTER = 16
 
 
-def check_v2_records(data, count: int, where: str) -> None:
-    """Raise :class:`CorruptRecordError` unless ``data`` holds exactly ``count`` sound records."""
+def check_v2_records(data, count: int, where: str, by_columns: bool = True) -> None:
+    """Raise :class:`CorruptRecordError` unless ``data`` holds exactly ``count`` sound records.
+
+    ``by_columns``: runs of records shaped like the one before are checked by
+    columns (:mod:`v2_columns`); the answer is the same either way.
+    """
     try:
-        _walk(data, count, where)
+        _walk(data, count, where, by_columns)
     except IndexError:   # a field runs past the end of the data
         raise CorruptRecordError(f"{where}: the records end inside a record") from None
 
 
-def _walk(data, count: int, where: str) -> None:
+def _walk(data, count: int, where: str, by_columns: bool) -> None:
     end = len(data)
     if count * MIN_RECORD_BYTES > end:
         raise CorruptRecordError(f"{where}: {count} records declared, but they would need at least "
@@ -44,7 +54,11 @@ def _walk(data, count: int, where: str) -> None:
     # inline and only longer ones call decode_varint: a call per varint was 40% of
     # the walk, and the walk is most of a leader's CPU per appended batch.
     varint = decode_varint
-    for i in range(count):
+    records = iter(range(count))
+    retry_at = 0 if by_columns else count
+    retry_after = RETRY_AFTER
+    for i in records:
+        start = pos
         b = data[pos]
         if b < 0x80:
             length, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -97,6 +111,17 @@ def _walk(data, count: int, where: str) -> None:
         if pos != record_end:
             raise CorruptRecordError(f"{where}: record {i} declares {length} bytes but its fields "
                                      f"end {pos - record_end:+d} bytes from there")
+        # The next record starts like this one: try a run of same-shaped records.  One
+        # that cannot be shown holds off the next try, twice as long each time, so
+        # batches of varied records pay little for it.
+        if retry_at <= i < count - 1 and data[pos] == data[start]:
+            run = run_length(data, start, pos - start, i, count, end)
+            if run:
+                pos += run * (pos - start)
+                next(islice(records, run - 1, None))      # those records are checked
+            else:
+                retry_at = i + retry_after
+                retry_after *= 2
     if pos != end:
         raise CorruptRecordError(f"{where}: {end - pos} bytes follow the {count} declared records")
 
