@@ -28,8 +28,12 @@ def yield_to_io() -> None:
     """Let the hub poll I/O and run whatever became ready, then go on."""
     gevent.sleep(YIELD_S)
 
-# Longest stretch of per-partition work between two yields to the hub.
-SLICE_MS = 50
+# Longest stretch of per-partition work between two yields to the hub.  A request
+# that arrives waits for one slice of every greenlet ready before it, so this sets
+# everyone else's latency on a busy broker.  In the failover bench at 10k partitions
+# the probe's longest wait was 490-690 ms with 50 ms slices and 260-630 ms with 10 ms
+# ones; a slice costs a timer and a turn of the hub (docs/design.md section 2).
+SLICE_MS = 10
 
 
 def yielding(items: Iterable[T], slice_ms: int | None = None, clock: Callable[[], int] = monotonic_ms,
