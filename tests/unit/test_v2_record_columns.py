@@ -40,15 +40,20 @@ def test_a_run_of_same_shaped_records_is_found_up_to_where_the_offset_delta_grow
     assert run_length(data, start, two_byte, 64, 100, len(data)) == 35
 
 
-@pytest.mark.parametrize("data,count", [
-    (uniform(10, headers=[("h", b"x")]), 10),                    # headers: the long way
-    (uniform(3) + encode_v2_record(Record(None, b"w" * 21), 3, 0), 4),   # the next is longer
-    (b"".join(encode_v2_record(Record(None, b"v" * 20), i, 100 * i) for i in range(5)), 5),
-])
-def test_no_run_is_claimed_where_the_shape_changes(data, count):
-    stride = len(encode_v2_record(Record(None, b"v" * 20, headers=(("h", b"x"),) if count == 10 else ()),
-                                  0, 0))
-    assert run_length(data, 0, stride, 0, count, len(data)) == 0
+def record(value=b"v" * 20, ts=0, headers=()):
+    return encode_v2_record(Record(None, value, headers=headers), 0, ts)
+
+
+@pytest.mark.parametrize("first, data, count", [
+    # headers: the walk checks those itself
+    (record(headers=(("h", b"x"),)), uniform(10, headers=[("h", b"x")]), 10),
+    # the fourth record is a byte longer
+    (record(), uniform(3) + encode_v2_record(Record(None, b"w" * 21), 3, 0), 4),
+    # from the second record on, the timestamp deltas take two bytes
+    (record(), b"".join(encode_v2_record(Record(None, b"v" * 20), i, 100 * i) for i in range(5)), 5),
+], ids=["headers", "longer-record", "longer-timestamp-delta"])
+def test_no_run_is_claimed_where_the_shape_changes(first, data, count):
+    assert run_length(data, 0, len(first), 0, count, len(data)) == 0
 
 
 def test_a_broken_record_inside_a_run_gets_the_walks_own_error():
