@@ -8,7 +8,9 @@ Now the request only changes memory: new logs are created lazily
 (``Log(lazy=True)``) and the new leaders' epochs are recorded with their
 checkpoint write deferred.  Their logs are queued here, and the broker's
 periodic pass (:meth:`DeferredLogWrites.finish`) catches up once LeaderAndIsr
-has been quiet for a few seconds (``ReplicaManager.finish_deferred_writes_when_quiet``):
+has been quiet for a few seconds (``ReplicaManager.finish_deferred_writes_when_quiet``),
+and stops at its next slice when another comes (most likely a failover, which needs the
+whole loop):
 
 - the directories of a chunk of new logs are created in one call in a native
   thread (``mkdir`` of thousands of directories is seconds of system time that
@@ -90,38 +92,50 @@ class DeferredLogWrites:
 
     def finish(self, pause: Callable[[], bool] = lambda: False) -> int:
         """Do the queued work (yielding to the loop between slices); returns how many logs
-        had any.  Logs queued meanwhile wait for the next call, and so do the chunks left
-        when ``pause()`` turns true between two chunks (a LeaderAndIsr came: see
+        had any.  Logs queued meanwhile wait for the next call, and so do the logs left
+        when ``pause()`` turns true after a slice (a LeaderAndIsr came: see
         ``ReplicaManager.finish_deferred_writes``)."""
         waiting, self._waiting = list(self._waiting.values()), {}
         done = 0
         for i in range(0, len(waiting), CHUNK):
             if i and pause():
-                for lg in waiting[i:]:
-                    # A log queued meanwhile under the same partition is the newer one.
-                    self._waiting.setdefault(lg.tp, lg)
+                self._requeue(waiting[i:])
                 break
-            done += self._finish_chunk(waiting[i:i + CHUNK])
+            done += self._finish_chunk(waiting[i:i + CHUNK], pause)
         return done
 
-    def _finish_chunk(self, chunk: list[Log]) -> int:
+    def _requeue(self, logs: list[Log]) -> None:
+        for lg in logs:
+            # A log queued meanwhile under the same partition is the newer one.
+            self._waiting.setdefault(lg.tp, lg)
+
+    def _finish_chunk(self, chunk: list[Log], pause: Callable[[], bool] = lambda: False) -> int:
         new_dirs = {lg: lg.dir for lg in chunk if not lg.on_disk}
         if new_dirs:
             with HaltOnIOError(self._halt, "creating the directories of", f"{len(new_dirs)} new logs",
                                os.path.dirname(next(iter(new_dirs.values())))):
                 self._run_in_thread(make_dirs, (list(new_dirs.values()),))
         done = 0
+        stopped = False
+        left: list[Log] = []
         for lg in yielding(chunk, self._slice_ms, pause=self._rest):
             if self._current_log(lg.tp) is not lg:
                 if lg in new_dirs:
                     self._remove_if_unused(lg.tp, new_dirs[lg])
                 continue
+            # Stopped, the pass still marks the directories it made (memory only: a
+            # directory is never left behind unaccounted for), but writes no more files.
+            stopped = stopped or pause()
             with HaltOnIOError(self._halt, "writing the leader epoch checkpoint of", lg.tp, lg.dir):
                 created = lg.materialize(dir_exists=lg in new_dirs)
                 # An empty log's checkpoint is left to its flush (see the module doc): a
                 # topic's creation then costs no checkpoint writes at all.
-                written = lg.log_end_offset > lg.log_start_offset and lg.write_pending_checkpoint()
+                written = (not stopped and lg.log_end_offset > lg.log_start_offset
+                           and lg.write_pending_checkpoint())
+            if stopped and lg.disk_work_pending:
+                left.append(lg)
             done += created or written
+        self._requeue(left)
         return done
 
     def _remove_if_unused(self, tp: TopicPartition, path: str) -> None:

@@ -246,8 +246,8 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
 
     real_chunk = rm.deferred_writes._finish_chunk
 
-    def chunk_then_a_leader_and_isr(chunk):
-        done = real_chunk(chunk)
+    def chunk_then_a_leader_and_isr(chunk, pause):
+        done = real_chunk(chunk, pause)
         rm._state_change_lock.acquire()            # one arrives after the first chunk
         return done
     monkeypatch.setattr(rm.deferred_writes, "_finish_chunk", chunk_then_a_leader_and_isr)
@@ -303,3 +303,37 @@ def test_the_pass_rests_between_slices_and_leaves_most_of_the_loop_to_the_broker
     assert len(rests) >= 7, "the pass rested between its slices"
     assert all(mgr.get_log(TopicPartition("t", p)).on_disk for p in range(8))
     mgr.close()
+
+
+def test_a_running_pass_gives_way_to_a_leader_and_isr_that_came_and_went(tmp_path, writes):
+    """Issue 23 (kill -9 at 10k partitions): the pass that followed a topic's creation was
+    still running when a broker died, and it went on beside the failover (15% of a
+    survivor's loop while its partitions waited to be writable again), because it only
+    looked for a LeaderAndIsr being applied at that moment, and only between chunks of 500
+    logs.  Any state change since the pass began now stops it at its next slice; what it
+    left waits for the next quiet period."""
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)
+    for p in range(6):
+        rm.partitions[TopicPartition("t", p)].append_as_follower(
+            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
+    rm.finish_deferred_writes()
+    before = len(writes)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_epoch=2, leader_of=lambda p: ME), 2)
+    rests = []
+
+    def rest_and_a_failover_meanwhile():
+        rests.append(1)
+        if len(rests) == 2:   # after the first log, one is applied completely while the pass rests
+            rm.leader_and_isr(leader_and_isr([0], leader_epoch=3, leader_of=lambda p: 2), 3)
+    rm.deferred_writes._slice_ms, rm.deferred_writes._rest = 0, rest_and_a_failover_meanwhile
+    rm.finish_deferred_writes()
+    written_by_the_pass = len(writes) - before
+    assert 1 <= written_by_the_pass <= 2, "the pass stopped at its first slice after the change"
+    assert len(rm.deferred_writes) == 6 - written_by_the_pass
+    rm._state_changed_ms -= 10**6                 # quiet again: the next pass writes the rest
+    rm.deferred_writes._rest = lambda: None
+    rm.finish_deferred_writes_when_quiet()
+    assert len(rm.deferred_writes) == 0
+    assert all(checkpoint(log_dir, TopicPartition("t", p))[:2] == [(1, 0), (2, 5)] for p in range(6))
