@@ -28,6 +28,22 @@ def yield_to_io() -> None:
     """Let the hub poll I/O and run whatever became ready, then go on."""
     gevent.sleep(YIELD_S)
 
+
+def yield_on_this_thread() -> Callable[[], None]:
+    """A ``yield_to_io`` that yields on this thread (the event loop's) only, and does
+    nothing in any other: work handed to a native thread has no loop to yield to.  The
+    broker passes it to ``primitives.pause_long_arrays``, so that a LeaderAndIsr or
+    UpdateMetadata of 10,000 partitions, or a follower's Fetch of thousands, is decoded
+    and encoded in chunks with a yield between two."""
+    from gevent import monkey
+    get_ident = monkey.get_original("_thread", "get_ident")   # a thread's, not a greenlet's
+    loop_thread = get_ident()
+
+    def pause() -> None:
+        if get_ident() == loop_thread:
+            yield_to_io()
+    return pause
+
 # Longest stretch of per-partition work between two yields to the hub.  A request
 # that arrives waits for one slice of every greenlet ready before it, so this sets
 # everyone else's latency on a busy broker.  In the failover bench at 10k partitions

@@ -21,9 +21,11 @@ import sys  # noqa: E402
 import gevent  # noqa: E402
 from gevent import monkey  # noqa: E402
 
+from kafka_ha import cooperative  # noqa: E402
 from kafka_ha.broker import logging_setup, stack_dumps  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
 from kafka_ha.config import BrokerConfig, ConfigError, parse_override  # noqa: E402
+from kafka_ha.protocol import primitives  # noqa: E402
 
 log = logging.getLogger("kafka_ha.broker")
 
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     gevent.signal_handler(signal.SIGHUP, reload_levels)
     stack_dumps.install(log_dir)     # a hung broker or controller can say where it waits
     _raise_open_files_limit()
+    primitives.pause_long_arrays(cooperative.yield_on_this_thread())
     server = KafkaServer(config)
     servers.append(server)
     try:

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from kafka_ha.protocol.primitives import Buffer, ProtocolError, Reader, Writer
+from kafka_ha.protocol.primitives import Buffer, ProtocolError, Reader, Writer, read_items, write_items
 
 EncodeFn = Callable[[Writer, Any], None]
 DecodeFn = Callable[[Reader], Any]
@@ -265,8 +265,7 @@ class CompactArray(Type):
                 _write_compact_blob(writer, None, "array", nullable)
                 return
             write_unsigned_varint(writer, len(items) + 1)
-            for one in items:
-                write_item(writer, one)
+            write_items(writer, items, write_item)
 
         def decode(reader: Reader) -> list | None:
             count = _compact_length(reader, "array", nullable)
@@ -276,7 +275,7 @@ class CompactArray(Type):
             if count > reader.remaining():
                 raise ProtocolError(f"compact array count {count} exceeds the "
                                     f"{reader.remaining()} bytes left")
-            return [read_item(reader) for _ in range(count)]
+            return read_items(reader, read_item, count)
         super().__init__(f"CompactArray({item!r}{', nullable=True' if nullable else ''})",
                          encode, decode)
 
