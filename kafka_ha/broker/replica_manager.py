@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import gevent
 from gevent.lock import BoundedSemaphore
+from gevent.event import Event
 
 from kafka_ha.broker import long_lived, storage_failure
 from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
@@ -60,10 +61,13 @@ class ReplicaManager:
                  halt: Halt = storage_failure.halt, *,
                  being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False,
                  partition_exists: Callable[[TopicPartition], bool] = lambda _tp: True,
+                 announced_leader_epoch: Callable[[TopicPartition], int | None] = lambda _tp: None,
                  follower_quota=None) -> None:
         """``being_deleted(tp)``: the controller announced tp's topic as being deleted
         (``MetadataCache.being_deleted``); without metadata nothing is.  ``partition_exists``:
-        the cluster metadata knows the partition; without metadata every one counts as known."""
+        the cluster metadata knows the partition; without metadata every one counts as known.
+        ``announced_leader_epoch(tp)``: the leader epoch at which the metadata names this
+        broker tp's leader, else None (``MetadataCache.announced_leader_epoch``)."""
         self.config = config
         self._halt = halt
         # Held while a log-start-offset-checkpoint is written (see checkpoint_log_start_offsets).
@@ -79,12 +83,14 @@ class ReplicaManager:
         self._state_change_lock = BoundedSemaphore(1)
         self._state_changed_ms = self._deferred_pass_ms = monotonic_ms()
         self._state_changes = 0      # LeaderAndIsr and StopReplica requests applied
+        self._state_change_done = Event()   # set (and replaced) as each is applied
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         # The partitions as Produce, Fetch and the offset requests reach them
         # (replica_appends, replica_reads, replica_offsets); ``partition_exists`` (the
         # cluster metadata) tells which error a partition not hosted here gets.
-        self.hosted = HostedPartitions(self.partitions, partition_exists)
+        self.hosted = HostedPartitions(self.partitions, partition_exists, announced_leader_epoch,
+                                       self.wait_for_state_change)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.
@@ -96,6 +102,11 @@ class ReplicaManager:
             halt, lambda tp: self.log_manager.get_log(tp) if self.log_manager is not None else None,
             lambda fn, args: in_a_thread(fn, *args))
         self._tasks: list[gevent.Greenlet] = []
+
+    def wait_for_state_change(self, timeout_s: float) -> None:
+        """Return once the next LeaderAndIsr or StopReplica has been applied, or after
+        ``timeout_s``."""
+        self._state_change_done.wait(timeout_s)
 
     def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
         if self.log_manager is None:
@@ -288,6 +299,8 @@ class ReplicaManager:
             finally:
                 self._state_changed_ms = monotonic_ms()
                 self._state_changes += 1
+                done, self._state_change_done = self._state_change_done, Event()
+                done.set()
 
     def _leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
@@ -422,6 +435,8 @@ class ReplicaManager:
             finally:
                 self._state_changed_ms = monotonic_ms()
                 self._state_changes += 1
+                done, self._state_change_done = self._state_change_done, Event()
+                done.set()
 
     def _stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
