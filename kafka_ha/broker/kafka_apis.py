@@ -62,7 +62,7 @@ class KafkaApis:
             ApiKey.METADATA: by_version(self._metadata),
             ApiKey.LEADER_AND_ISR: by_correlation_id(replica_manager.leader_and_isr),
             ApiKey.STOP_REPLICA: by_correlation_id(replica_manager.stop_replica),
-            ApiKey.UPDATE_METADATA: lambda b, h: metadata.update(b, h.api_version, h.correlation_id),
+            ApiKey.UPDATE_METADATA: self._update_metadata_with(replica_manager),
         }
         if data_apis is not None:
             self.apis.update({
@@ -123,6 +123,15 @@ class KafkaApis:
                 return refused, header.api_version
         response = api(body, header)
         return None if response is None else (response, header.api_version)
+
+    def _update_metadata_with(self, replica_manager: ReplicaManager) -> ApiHandler:
+        def update_metadata(body: dict[str, Any], header: RequestHeader) -> dict[str, Any]:
+            live_before = set(self.metadata.brokers)
+            response = self.metadata.update(body, header.api_version, header.correlation_id)
+            if set(self.metadata.brokers) != live_before:
+                replica_manager.live_brokers_changed()
+            return response
+        return update_metadata
 
     def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         keys = [{"api_key": int(k), "min_version": lo, "max_version": hi}

@@ -44,8 +44,8 @@ YIELD_EVERY_MS = 50
 NEVER_MS = 10**12
 # How often the directories of deleted logs are looked for and removed.
 DELETE_LOGS_INTERVAL_S = 1.0
-# How often the deferred disk work is looked for; it is done once no LeaderAndIsr or
-# StopReplica came for DEFERRED_WRITES_QUIET_MS (so that it falls after a failover's
+# How often the deferred disk work is looked for; it is done once no LeaderAndIsr,
+# StopReplica or change of the live brokers came for DEFERRED_WRITES_QUIET_MS (so that it falls after a failover's
 # window: design.md 6.9), or DEFERRED_WRITES_MAX_WAIT_MS after the last pass at the latest.
 DEFERRED_WRITES_INTERVAL_S = 0.2
 DEFERRED_WRITES_QUIET_MS = 10000
@@ -102,6 +102,13 @@ class ReplicaManager:
             halt, lambda tp: self.log_manager.get_log(tp) if self.log_manager is not None else None,
             lambda fn, args: in_a_thread(fn, *args))
         self._tasks: list[gevent.Greenlet] = []
+
+    def live_brokers_changed(self) -> None:
+        """An UpdateMetadata changed the live brokers: a failover or a restart has begun, and
+        its LeaderAndIsr follows once the controller has written the states.  The deferred
+        pass counts it as a state change (it stops, and waits for quiet again)."""
+        self._state_changed_ms = monotonic_ms()
+        self._state_changes += 1
 
     def wait_for_state_change(self, timeout_s: float) -> None:
         """Return once the next LeaderAndIsr or StopReplica has been applied, or after

@@ -337,3 +337,41 @@ def test_a_running_pass_gives_way_to_a_leader_and_isr_that_came_and_went(tmp_pat
     rm.finish_deferred_writes_when_quiet()
     assert len(rm.deferred_writes) == 0
     assert all(checkpoint(log_dir, TopicPartition("t", p))[:2] == [(1, 0), (2, 5)] for p in range(6))
+
+
+def test_a_broker_leaving_the_cluster_stops_the_pass_before_any_leader_and_isr(tmp_path, writes):
+    """The first sign of a failover on a broker is the controller's UpdateMetadata of the new
+    live set, sent before its state writes (3-4 s at 10k partitions).  A pass that was running
+    (the one after a topic's creation, in the bench) went on through those writes, on every
+    broker, the controller's own included: it now stops there already."""
+    from kafka_ha.broker.kafka_apis import KafkaApis
+    from kafka_ha.broker.metadata_cache import MetadataCache
+    from kafka_ha.protocol.api import ApiKey
+    from kafka_ha.protocol.framing import RequestHeader
+    log_dir = str(tmp_path / "logs")
+    rm = broker(log_dir)
+    apis = KafkaApis(rm, MetadataCache(ME))
+
+    def update_metadata(live, correlation_id):
+        body = {"controller_id": 2, "controller_epoch": 1, "partition_states": [],
+                "live_brokers": [{"id": b, "host": "127.0.0.1", "port": 9090 + b, "rack": None}
+                                 for b in live]}
+        apis.apis[ApiKey.UPDATE_METADATA](body, RequestHeader(ApiKey.UPDATE_METADATA, 0,
+                                                              correlation_id, "c"))
+    update_metadata((1, 2, 3), 1)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)
+    for p in range(6):
+        rm.partitions[TopicPartition("t", p)].append_as_follower(
+            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
+    rests = []
+
+    def rest_and_news_meanwhile():
+        rests.append(1)
+        if len(rests) == 2:
+            update_metadata((1, 2, 3), 2)      # same live set: no sign of a failover
+        if len(rests) == 3:
+            update_metadata((1, 2), 3)         # broker 3 is gone
+    rm.deferred_writes._slice_ms, rm.deferred_writes._rest = 0, rest_and_news_meanwhile
+    rm.finish_deferred_writes()
+    assert len(writes) == 2, "the pass went on past the same live set and stopped at the change"
+    assert len(rm.deferred_writes) == 4
