@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import gevent
 from gevent.lock import BoundedSemaphore
-from gevent.event import Event
 
 from kafka_ha.broker import long_lived, storage_failure
 from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
@@ -27,6 +26,7 @@ from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.broker.state_changes import StateChanges
 from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
 from kafka_ha.clock import monotonic_ms, now_ms
 from kafka_ha.config import BrokerConfig
@@ -44,12 +44,9 @@ YIELD_EVERY_MS = 50
 NEVER_MS = 10**12
 # How often the directories of deleted logs are looked for and removed.
 DELETE_LOGS_INTERVAL_S = 1.0
-# How often the deferred disk work is looked for; it is done once no LeaderAndIsr,
-# StopReplica or change of the live brokers came for DEFERRED_WRITES_QUIET_MS (so that it falls after a failover's
-# window: design.md 6.9), or DEFERRED_WRITES_MAX_WAIT_MS after the last pass at the latest.
+# How often the deferred disk work is looked for (it runs when state changes are quiet:
+# broker/state_changes.py).
 DEFERRED_WRITES_INTERVAL_S = 0.2
-DEFERRED_WRITES_QUIET_MS = 10000
-DEFERRED_WRITES_MAX_WAIT_MS = 30000
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +77,14 @@ class ReplicaManager:
         self._endpoint_of = endpoint_of
         self._being_deleted = being_deleted
         self.follower_quota = follower_quota   # replication_quota.ReplicationQuota, or None
-        self._state_change_lock = BoundedSemaphore(1)
-        self._state_changed_ms = self._deferred_pass_ms = monotonic_ms()
-        self._state_changes = 0      # LeaderAndIsr and StopReplica requests applied
-        self._state_change_done = Event()   # set (and replaced) as each is applied
+        self.state_changes = StateChanges()
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         # The partitions as Produce, Fetch and the offset requests reach them
         # (replica_appends, replica_reads, replica_offsets); ``partition_exists`` (the
         # cluster metadata) tells which error a partition not hosted here gets.
         self.hosted = HostedPartitions(self.partitions, partition_exists, announced_leader_epoch,
-                                       self.wait_for_state_change)
+                                       self.state_changes.wait_for_applied)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.
@@ -104,16 +98,8 @@ class ReplicaManager:
         self._tasks: list[gevent.Greenlet] = []
 
     def live_brokers_changed(self) -> None:
-        """An UpdateMetadata changed the live brokers: a failover or a restart has begun, and
-        its LeaderAndIsr follows once the controller has written the states.  The deferred
-        pass counts it as a state change (it stops, and waits for quiet again)."""
-        self._state_changed_ms = monotonic_ms()
-        self._state_changes += 1
-
-    def wait_for_state_change(self, timeout_s: float) -> None:
-        """Return once the next LeaderAndIsr or StopReplica has been applied, or after
-        ``timeout_s``."""
-        self._state_change_done.wait(timeout_s)
+        """An UpdateMetadata changed the live brokers: a failover or a restart has begun."""
+        self.state_changes.changed()
 
     def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
         if self.log_manager is None:
@@ -199,23 +185,18 @@ class ReplicaManager:
     def finish_deferred_writes_when_quiet(self, now_ms: int | None = None) -> None:
         """The periodic pass: :meth:`finish_deferred_writes` once state changes have been
         quiet for a while (or the last pass is long ago)."""
-        now = monotonic_ms() if now_ms is None else now_ms
-        if (now - self._state_changed_ms < DEFERRED_WRITES_QUIET_MS
-                and now - self._deferred_pass_ms < DEFERRED_WRITES_MAX_WAIT_MS):
-            return
-        self._deferred_pass_ms = now
-        self.finish_deferred_writes()
+        if self.state_changes.time_for_a_pass(monotonic_ms() if now_ms is None else now_ms):
+            self.finish_deferred_writes()
 
     def finish_deferred_writes(self) -> None:
         # Not beside a LeaderAndIsr or StopReplica: both yield to the loop between slices,
         # and this pass took half of it (a restarted broker applied its 10k partitions in
-        # 3.4 s instead of 0.5 s).  Nor after one: a LeaderAndIsr that came while the pass
-        # ran is most likely a failover, whose followers and new leaders need the whole
-        # loop for the next seconds.  What waits is written by a later pass.
-        busy = self._state_change_lock.locked
-        if len(self.deferred_writes) and not busy():
-            started, changes = monotonic_ms(), self._state_changes
-            done = self.deferred_writes.finish(pause=lambda: busy() or self._state_changes != changes)
+        # 3.4 s instead of 0.5 s).  Nor after a state change: most likely a failover, whose
+        # followers and new leaders need the whole loop for the next seconds.  What waits is
+        # written by a later pass.
+        if len(self.deferred_writes) and not self.state_changes.busy():
+            started = monotonic_ms()
+            done = self.deferred_writes.finish(pause=self.state_changes.since_now())
             left = len(self.deferred_writes)
             log.info("Broker %d wrote the directories and leader epoch checkpoints that LeaderAndIsr "
                      "deferred for %d logs in %d ms%s", self.broker_id, done, monotonic_ms() - started,
@@ -300,14 +281,8 @@ class ReplicaManager:
         return False
 
     def leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
-        with self._state_change_lock:
-            try:
-                return self._leader_and_isr(request, correlation_id)
-            finally:
-                self._state_changed_ms = monotonic_ms()
-                self._state_changes += 1
-                done, self._state_change_done = self._state_change_done, Event()
-                done.set()
+        with self.state_changes.applying():
+            return self._leader_and_isr(request, correlation_id)
 
     def _leader_and_isr(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]
@@ -436,14 +411,8 @@ class ReplicaManager:
                 del self.fetchers[leader]
 
     def stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
-        with self._state_change_lock:
-            try:
-                return self._stop_replica(request, correlation_id)
-            finally:
-                self._state_changed_ms = monotonic_ms()
-                self._state_changes += 1
-                done, self._state_change_done = self._state_change_done, Event()
-                done.set()
+        with self.state_changes.applying():
+            return self._stop_replica(request, correlation_id)
 
     def _stop_replica(self, request: dict[str, Any], correlation_id: int) -> dict[str, Any]:
         controller, epoch = request["controller_id"], request["controller_epoch"]

@@ -240,7 +240,7 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
     before = len(writes)
     rm.leader_and_isr(leader_and_isr(range(6), leader_epoch=2, leader_of=lambda p: ME), 2)
 
-    with rm._state_change_lock:                  # a LeaderAndIsr is being applied
+    with rm.state_changes.lock:                  # a LeaderAndIsr is being applied
         rm.finish_deferred_writes()
     assert len(writes) == before and len(rm.deferred_writes) == 6
 
@@ -248,12 +248,12 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
 
     def chunk_then_a_leader_and_isr(chunk, pause):
         done = real_chunk(chunk, pause)
-        rm._state_change_lock.acquire()            # one arrives after the first chunk
+        rm.state_changes.lock.acquire()            # one arrives after the first chunk
         return done
     monkeypatch.setattr(rm.deferred_writes, "_finish_chunk", chunk_then_a_leader_and_isr)
     rm.finish_deferred_writes()
     assert len(writes) == before + 2 and len(rm.deferred_writes) == 4
-    rm._state_change_lock.release()
+    rm.state_changes.lock.release()
     monkeypatch.setattr(rm.deferred_writes, "_finish_chunk", real_chunk)
     rm.finish_deferred_writes()
     assert len(writes) == before + 6 and len(rm.deferred_writes) == 0
@@ -263,25 +263,25 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
 def test_the_periodic_pass_waits_for_state_changes_to_be_quiet(tmp_path, writes):
     # In a failover the pass took 2 s of a survivor's loop while partitions waited to be
     # writable again: it now runs once LeaderAndIsr has been quiet for a while.
-    from kafka_ha.broker import replica_manager as rm_module
+    from kafka_ha.broker import state_changes
     log_dir = str(tmp_path / "logs")
     rm = broker(log_dir)
     rm.leader_and_isr(leader_and_isr(range(6)), 1)
-    changed = rm._state_changed_ms
-    rm.finish_deferred_writes_when_quiet(changed + rm_module.DEFERRED_WRITES_QUIET_MS - 1)
+    changed = rm.state_changes.changed_ms
+    rm.finish_deferred_writes_when_quiet(changed + state_changes.DEFERRED_WRITES_QUIET_MS - 1)
     assert len(rm.deferred_writes) == 6 and os.listdir(log_dir) == []
-    rm.finish_deferred_writes_when_quiet(changed + rm_module.DEFERRED_WRITES_QUIET_MS)
+    rm.finish_deferred_writes_when_quiet(changed + state_changes.DEFERRED_WRITES_QUIET_MS)
     assert len(rm.deferred_writes) == 0 and len(os.listdir(log_dir)) == 6
 
 
 def test_the_periodic_pass_runs_at_the_latest_after_its_longest_wait(tmp_path, writes):
-    from kafka_ha.broker import replica_manager as rm_module
+    from kafka_ha.broker import state_changes
     log_dir = str(tmp_path / "logs")
     rm = broker(log_dir)
     rm.leader_and_isr(leader_and_isr(range(6)), 1)
     # State changes keep coming, but the last pass is long ago.
-    rm._state_changed_ms = rm._deferred_pass_ms + rm_module.DEFERRED_WRITES_MAX_WAIT_MS
-    rm.finish_deferred_writes_when_quiet(rm._deferred_pass_ms + rm_module.DEFERRED_WRITES_MAX_WAIT_MS)
+    rm.state_changes.changed_ms = rm.state_changes.pass_ms + state_changes.DEFERRED_WRITES_MAX_WAIT_MS
+    rm.finish_deferred_writes_when_quiet(rm.state_changes.pass_ms + state_changes.DEFERRED_WRITES_MAX_WAIT_MS)
     assert len(rm.deferred_writes) == 0
 
 
@@ -332,7 +332,7 @@ def test_a_running_pass_gives_way_to_a_leader_and_isr_that_came_and_went(tmp_pat
     written_by_the_pass = len(writes) - before
     assert 1 <= written_by_the_pass <= 2, "the pass stopped at its first slice after the change"
     assert len(rm.deferred_writes) == 6 - written_by_the_pass
-    rm._state_changed_ms -= 10**6                 # quiet again: the next pass writes the rest
+    rm.state_changes.changed_ms -= 10**6                 # quiet again: the next pass writes the rest
     rm.deferred_writes._rest = lambda: None
     rm.finish_deferred_writes_when_quiet()
     assert len(rm.deferred_writes) == 0
