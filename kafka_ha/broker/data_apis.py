@@ -102,11 +102,9 @@ class DataApis:
 
     def produce(self, request: dict[str, Any], version: int) -> dict[str, Any] | DeferredResponse | None:
         acks, timeout_s = request["acks"], request["timeout_ms"] / 1000
-        entries = [(TopicPartition(topic["name"], part["index"]), part["records"])
-                   for topic in request["topic_data"] for part in topic["partition_data"]]
-        # A failover's new leaders are in the metadata before their LeaderAndIsr is applied
-        # here: the request waits for it rather than bouncing the producer (hosted_partitions).
-        self.replicas.await_leaderships(tp for tp, _ in entries)
+        # A generator: the appends take the partitions one by one, in slices.
+        entries = ((TopicPartition(topic["name"], part["index"]), part["records"])
+                   for topic in request["topic_data"] for part in topic["partition_data"])
         if request.get("transactional_id") is not None:
             # Transactions are out of scope (produce_checks): nothing is appended.
             log.info("Refused a transactional produce (transactional id %r): transactions are "

@@ -93,11 +93,6 @@ class MetadataCache:
     def partition(self, tp: TopicPartition) -> PartitionStateInfo | None:
         return self.partitions.get(tp.topic, {}).get(tp.partition)
 
-    def announced_leader_epoch(self, tp: TopicPartition) -> int | None:
-        """The leader epoch at which the metadata names this broker tp's leader, else None."""
-        s = self.partitions.get(tp.topic, {}).get(tp.partition)
-        return s.leader_epoch if s is not None and s.leader == self.broker_id else None
-
     def topic_metadata(self, topic: str, version: int = 1) -> dict[str, Any]:
         """The topic's part of a Metadata answer.  A known topic's is shared between answers
         until the next UpdateMetadata: callers must not change it."""

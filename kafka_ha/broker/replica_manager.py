@@ -58,13 +58,10 @@ class ReplicaManager:
                  halt: Halt = storage_failure.halt, *,
                  being_deleted: Callable[[TopicPartition], bool] = lambda _tp: False,
                  partition_exists: Callable[[TopicPartition], bool] = lambda _tp: True,
-                 announced_leader_epoch: Callable[[TopicPartition], int | None] = lambda _tp: None,
                  follower_quota=None) -> None:
         """``being_deleted(tp)``: the controller announced tp's topic as being deleted
         (``MetadataCache.being_deleted``); without metadata nothing is.  ``partition_exists``:
-        the cluster metadata knows the partition; without metadata every one counts as known.
-        ``announced_leader_epoch(tp)``: the leader epoch at which the metadata names this
-        broker tp's leader, else None (``MetadataCache.announced_leader_epoch``)."""
+        the cluster metadata knows the partition; without metadata every one counts as known."""
         self.config = config
         self._halt = halt
         # Held while a log-start-offset-checkpoint is written (see checkpoint_log_start_offsets).
@@ -83,8 +80,7 @@ class ReplicaManager:
         # The partitions as Produce, Fetch and the offset requests reach them
         # (replica_appends, replica_reads, replica_offsets); ``partition_exists`` (the
         # cluster metadata) tells which error a partition not hosted here gets.
-        self.hosted = HostedPartitions(self.partitions, partition_exists, announced_leader_epoch,
-                                       self.state_changes.wait_for_applied)
+        self.hosted = HostedPartitions(self.partitions, partition_exists)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions a fetcher stopped fetching after an error of their own (Kafka's
         # FailedPartitionsCount); the next LeaderAndIsr or StopReplica for one clears it.

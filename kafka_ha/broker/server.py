@@ -119,7 +119,6 @@ class KafkaServer:
                                               self._endpoint_of,
                                               being_deleted=self.metadata.being_deleted,
                                               partition_exists=self.metadata.knows,
-                                              announced_leader_epoch=self.metadata.announced_leader_epoch,
                                               follower_quota=self.follower_quota)
         host, port = cfg.bind_address
         self.listener = ProtocolServer(host, port, metrics.timed(self._handle),

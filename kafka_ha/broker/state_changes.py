@@ -7,15 +7,13 @@ has begun; its LeaderAndIsr follows once the controller has written the states).
 The deferred pass (``broker/deferred_log_writes.py``) waits until the changes have been
 quiet for ``DEFERRED_WRITES_QUIET_MS`` (so that its file writes fall after a failover's
 window: docs/design.md 6.9), or runs ``DEFERRED_WRITES_MAX_WAIT_MS`` after its last run at
-the latest, and stops at the first change that comes while it runs.  A Produce that waits
-for an announced leadership (``hosted_partitions``) wakes at each applied change.
+the latest, and stops at the first change that comes while it runs.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from gevent.event import Event
 from gevent.lock import BoundedSemaphore
 
 from kafka_ha.clock import monotonic_ms
@@ -29,7 +27,6 @@ class StateChanges:
         self.lock = BoundedSemaphore(1)      # held while a LeaderAndIsr or StopReplica is applied
         self.changed_ms = self.pass_ms = monotonic_ms()
         self.count = 0
-        self._applied = Event()              # set (and replaced) as each request is applied
 
     @contextmanager
     def applying(self) -> Iterator[None]:
@@ -39,17 +36,10 @@ class StateChanges:
                 yield
             finally:
                 self.changed()
-                applied, self._applied = self._applied, Event()
-                applied.set()
 
     def changed(self) -> None:
         self.changed_ms = monotonic_ms()
         self.count += 1
-
-    def wait_for_applied(self, timeout_s: float) -> None:
-        """Return once the next LeaderAndIsr or StopReplica has been applied, or after
-        ``timeout_s``."""
-        self._applied.wait(timeout_s)
 
     def time_for_a_pass(self, now_ms: int) -> bool:
         """Whether the deferred pass may start now (it counts as started if so)."""
