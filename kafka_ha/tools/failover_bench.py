@@ -13,6 +13,11 @@ a real 3-node ZooKeeper ensemble and real broker processes):
 3. the broker (not the controller) that leads the most partitions is killed with
    SIGKILL; at once both producers send one record to each partition it led, and
    each records when its record was acknowledged;
+   Before the kill the brokers settle: the bench waits until each has used less than
+   a fifth of a core for 2 s (at most 90 s).  Right after the first writes they still
+   replicate and write the epoch checkpoints that creation deferred (10-15 s at 10k
+   partitions, both cores busy), and a kill in the middle of that measured the leftover
+   work as much as the failover;
 4. the brokers' logs give the timeline in between: registration deleted (session expiry,
    seen by a ZooKeeper watch), the controller's event and state writes, LeaderAndIsr applied
    on each survivor, follower truncation done, the new leader's high watermark at its
@@ -52,11 +57,16 @@ from kafka_ha.tools.controller_bench import (ZK_CONNECTION_TIMEOUT_MS, ZK_SESSIO
                                              Bench as ControllerBench, free_ports, progress,
                                              start_ensemble, wait_for)
 from kafka_ha.tools.local_cluster import LocalCluster
+from kafka_ha.tools.processes import process_cpu_seconds
 from kafka_ha.tools.zk_ensemble import Ensemble
 from kafka_ha.zk.bench_store import BenchStore
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "failover"
+# Settled: every broker under this share of a core for SETTLE_S, waited for SETTLE_MAX_S at most.
+SETTLED_CPU = 0.2
+SETTLE_S = 2.0
+SETTLE_MAX_S = 90.0
 
 
 class ProducerProcess:
@@ -158,6 +168,7 @@ class FailoverBench:
         try:
             with probe:
                 row.update(self.create_and_write(cluster, zk, n, probe))
+                row.update(self.settle(cluster))
                 row.update(self.failover(cluster, zk, n, probe, scenario))
             row["floor_write_ms"] = ControllerBench.floor(None, zk, [TopicPartition(TOPIC, p)
                                                                      for p in range(n)])
@@ -187,6 +198,23 @@ class FailoverBench:
         return {"create_s": created - started, "first_write_s": written - first["started"],
                 "stall_create": probe.summary(started, created),
                 "stall_first_write": probe.summary(created, written)}
+
+    @staticmethod
+    def settle(cluster: LocalCluster) -> dict:
+        """Wait until every broker used under ``SETTLED_CPU`` of a core for ``SETTLE_S``
+        (at most ``SETTLE_MAX_S``); how long that took and each broker's last share."""
+        started = time.time()
+        pids = {b: cluster.broker_pid(b) for b in cluster.broker_ids}
+        shares: dict[int, float] = {}
+        while time.time() - started < SETTLE_MAX_S:
+            before = {b: process_cpu_seconds(pid) for b, pid in pids.items()}
+            time.sleep(SETTLE_S)
+            shares = {b: (process_cpu_seconds(pid) - before[b]) / SETTLE_S for b, pid in pids.items()}
+            if max(shares.values()) < SETTLED_CPU:
+                break
+        waited = time.time() - started
+        progress(f"brokers settled after {waited:.1f} s (CPU {', '.join(f'{v:.2f}' for v in shares.values())})")
+        return {"settle_s": round(waited, 1), "settled_cpu": {b: round(v, 3) for b, v in shares.items()}}
 
     def failover(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe,
                  scenario: str) -> dict:

@@ -13,7 +13,9 @@ CLIENT_NAMES = {"kafka_ha": "the project's own", "confluent": "confluent-kafka"}
 def method(args: argparse.Namespace) -> str:
     return (f"One topic of N partitions, RF 3 over 3 brokers, min.insync.replicas 2, a real 3-node "
             f"ZooKeeper ensemble and real broker processes, session timeout "
-            f"{args.session_timeout_ms} ms. Every partition first gets one acks=all record. Then the "
+            f"{args.session_timeout_ms} ms. Every partition first gets one acks=all record, and the "
+            f"brokers settle (each under a fifth of a core for 2 s: they finish replicating and "
+            f"writing the checkpoints that creation deferred). Then the "
             f"broker (not the controller) that leads the most partitions is killed with SIGKILL, and "
             f"two producer processes ({CLIENT_NAMES[args.client]}, Kafka's producer defaults: retries without end, 100 ms backoff, "
             f"{args.request_timeout_ms} ms request timeout) send one record to each partition it "
@@ -24,7 +26,7 @@ def method(args: argparse.Namespace) -> str:
             f"every {args.probe_interval_ms} ms (ApiVersions does no work, so a slow answer is time "
             f"the event loop spent elsewhere); the phases come from the brokers' logs (UpdateMetadata "
             f"from state-change.log at DEBUG) and, with confluent-kafka, from librdkafka's topic "
-            f"debug log (when it moved each partition to its new leader).")
+            f"debug log of the acks=all producer (when it moved each partition to its new leader).")
 
 
 def median_run(runs: list[dict]) -> dict:
