@@ -82,6 +82,7 @@ class DeferredLogWrites:
         self._slice_ms = slice_ms
         self._rest = rest
         self._waiting: dict[TopicPartition, Log] = {}
+        self.stopped = False   # whether the last pass stopped early (pause() turned true)
 
     def add(self, lg: Log) -> None:
         if lg.disk_work_pending:
@@ -97,9 +98,11 @@ class DeferredLogWrites:
         ``ReplicaManager.finish_deferred_writes``)."""
         waiting, self._waiting = list(self._waiting.values()), {}
         done = 0
+        self.stopped = False
         for i in range(0, len(waiting), CHUNK):
             if i and pause():
                 self._requeue(waiting[i:])
+                self.stopped = True
                 break
             done += self._finish_chunk(waiting[i:i + CHUNK], pause)
         return done
@@ -135,6 +138,7 @@ class DeferredLogWrites:
             if stopped and lg.disk_work_pending:
                 left.append(lg)
             done += created or written
+        self.stopped |= stopped
         self._requeue(left)
         return done
 

@@ -193,10 +193,10 @@ class ReplicaManager:
         if len(self.deferred_writes) and not self.state_changes.busy():
             started = monotonic_ms()
             done = self.deferred_writes.finish(pause=self.state_changes.since_now())
-            left = len(self.deferred_writes)
             log.info("Broker %d wrote the directories and leader epoch checkpoints that LeaderAndIsr "
                      "deferred for %d logs in %d ms%s", self.broker_id, done, monotonic_ms() - started,
-                     f"; stopped for a state change, {left} logs left for a later pass" if left else "")
+                     "; stopped for a state change, the rest is left for a later pass"
+                     if self.deferred_writes.stopped else "")
 
     def _shrink_isrs(self) -> None:
         lag_ms = self.config["replica.lag.time.max.ms"]

@@ -375,3 +375,20 @@ def test_a_broker_leaving_the_cluster_stops_the_pass_before_any_leader_and_isr(t
     rm.finish_deferred_writes()
     assert len(writes) == 2, "the pass went on past the same live set and stopped at the change"
     assert len(rm.deferred_writes) == 4
+
+
+def test_the_pass_says_it_stopped_only_when_it_did(tmp_path):
+    """Logs queued while a pass runs (a follower's appends) wait for the next one; that is not
+    a stop, and the broker's log line said it was."""
+    log_dir = str(tmp_path / "logs")
+    mgr = LogManager([log_dir], CONFIG)
+    deferred = DeferredLogWrites(halt=pytest.fail, current_log=mgr.get_log, slice_ms=0,
+                                 rest=lambda: deferred.add(mgr.get_or_create_log(TopicPartition("new", 0))))
+    for p in range(3):
+        deferred.add(mgr.get_or_create_log(TopicPartition("t", p)))
+    assert deferred.finish() == 3 and not deferred.stopped and len(deferred) == 1
+    for p in range(3, 6):
+        deferred.add(mgr.get_or_create_log(TopicPartition("t", p)))
+    deferred.finish(pause=lambda: True)
+    assert deferred.stopped
+    mgr.close()
