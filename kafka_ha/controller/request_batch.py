@@ -104,7 +104,6 @@ class RequestBatch:
             if not own:
                 shared = body
             channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
-        leader_and_isr: list[tuple[int, dict, AsyncResult]] = []
         for broker_id, states in self.leader_and_isr.items():
             leaders = {s.leader for s in states.values()}
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
@@ -119,13 +118,6 @@ class RequestBatch:
                     "live_leaders": live_leaders}
             ack = AsyncResult()
             acks.append(ack)
-            leader_and_isr.append((broker_id, body, ack))
-        # Queued together once all are built, the controller's own broker last: queued as
-        # each was built, the controller's own broker applied its request (in slices) on
-        # this loop while the next was being built, and after a kill -9 at 10k partitions
-        # the other survivor got its request 1.7 s later; its new leaderships and its
-        # followers' truncation waited for it.
-        for broker_id, body, ack in sorted(leader_and_isr, key=lambda out: out[0] == self.controller_id):
             if not channel.send(broker_id, ApiKey.LEADER_AND_ISR, 0, body,
                                 lambda _b, resp, ack=ack: ack.set(resp)):
                 ack.set(None)
