@@ -47,6 +47,18 @@ def checkpoint(log_dir, tp):
     return LeaderEpochCheckpointFile(path).read()
 
 
+def new_leader_of_six(log_dir):
+    """A broker that followed t-0..5 at leader epoch 1 and appended five records to each
+    (their checkpoints written); the caller makes it their leader at epoch 2."""
+    rm = broker(log_dir)
+    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)
+    for p in range(6):
+        rm.partitions[TopicPartition("t", p)].append_as_follower(
+            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
+    rm.finish_deferred_writes()
+    return rm
+
+
 @pytest.fixture
 def writes(monkeypatch):
     """Every leader-epoch-checkpoint write, by path."""
@@ -231,12 +243,7 @@ def test_the_pass_waits_while_a_leader_and_isr_is_applied(tmp_path, writes, monk
     import kafka_ha.broker.deferred_log_writes as dlw
     monkeypatch.setattr(dlw, "CHUNK", 2)
     log_dir = str(tmp_path / "logs")
-    rm = broker(log_dir)
-    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)
-    for p in range(6):
-        rm.partitions[TopicPartition("t", p)].append_as_follower(
-            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
-    rm.finish_deferred_writes()
+    rm = new_leader_of_six(log_dir)
     before = len(writes)
     rm.leader_and_isr(leader_and_isr(range(6), leader_epoch=2, leader_of=lambda p: ME), 2)
 
@@ -313,12 +320,7 @@ def test_a_running_pass_gives_way_to_a_leader_and_isr_that_came_and_went(tmp_pat
     logs.  Any state change since the pass began now stops it at its next slice; what it
     left waits for the next quiet period."""
     log_dir = str(tmp_path / "logs")
-    rm = broker(log_dir)
-    rm.leader_and_isr(leader_and_isr(range(6), leader_of=lambda p: 2), 1)
-    for p in range(6):
-        rm.partitions[TopicPartition("t", p)].append_as_follower(
-            build_v2_batch([Record(None, b"r")] * 5, partition_leader_epoch=1))
-    rm.finish_deferred_writes()
+    rm = new_leader_of_six(log_dir)
     before = len(writes)
     rm.leader_and_isr(leader_and_isr(range(6), leader_epoch=2, leader_of=lambda p: ME), 2)
     rests = []
