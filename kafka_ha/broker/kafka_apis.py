@@ -129,7 +129,8 @@ class KafkaApis:
             live_before = set(self.metadata.brokers)
             response = self.metadata.update(body, header.api_version, header.correlation_id)
             if set(self.metadata.brokers) != live_before:
-                replica_manager.live_brokers_changed()
+                # A failover or a restart has begun: a state change for the deferred pass.
+                replica_manager.state_changes.changed()
             return response
         return update_metadata
 

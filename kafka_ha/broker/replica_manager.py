@@ -93,10 +93,6 @@ class ReplicaManager:
             lambda fn, args: in_a_thread(fn, *args))
         self._tasks: list[gevent.Greenlet] = []
 
-    def live_brokers_changed(self) -> None:
-        """An UpdateMetadata changed the live brokers: a failover or a restart has begun."""
-        self.state_changes.changed()
-
     def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
         if self.log_manager is None:
             return {}

@@ -56,4 +56,4 @@ class StateChanges:
         """A test for the pass's pauses: true while a request is applied, and from the
         first change after now on."""
         count = self.count
-        return lambda: self.lock.locked() or self.count != count
+        return lambda: self.busy() or self.count != count
