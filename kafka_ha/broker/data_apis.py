@@ -166,9 +166,9 @@ class DataApis:
         context = self._fetch_context(request, version, wanted, now)
         if context.error:
             return self._fetch_response([], version, context.error)
-        # In a session, every partition is read and counts as the follower's
-        # fetch, listed in this request or not: an idle partition's follower
-        # stays caught up, and its long poll still waits on all of them.
+        # In a session, every partition that does not rest is read and counts as the
+        # follower's fetch, listed in this request or not; a resting one counts too, at
+        # its next change (fetch_sessions), and wakes the long poll.
         wanted = context.wanted
         # KIP-320: a partition asked for in another leader epoch is answered with
         # the fencing error and neither read nor counted as the follower's position.
@@ -192,7 +192,7 @@ class DataApis:
                              unchanged=context.session.unchanged_answers(
                                  self.replicas.get, replica_reads.reads_up_to_leo(replica_id))
                              if context.incremental else None)
-        reads = replica_reads.fetch_records(self.replicas, params, wanted, now)
+        reads = replica_reads.fetch_records(self.replicas, params, wanted, now, context.session)
         if params.quota is not None:
             # Every byte of a throttled partition counts, in-sync followers' too (Kafka's
             # sizeOfThrottledPartitions): they use up the budget though never held back.
@@ -214,6 +214,8 @@ class DataApis:
             session_id = context.session.session_id
         elif context.new_session:
             session_id = self.fetch_sessions.open(context, replica_id, entries, now)
+        if session_id != NO_SESSION:
+            self.fetch_sessions.sessions[session_id].settle(self.replicas.get)
         return self._fetch_response(entries, version, session_id=session_id)
 
     def _follower_log_starts(self, request: dict[str, Any], replica_id: int) -> None:

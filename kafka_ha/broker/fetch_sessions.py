@@ -17,6 +17,16 @@ FetchMetadata):
   FETCH_SESSION_ID_NOT_FOUND if the session is gone (evicted, or the broker
   restarted).  Either way the fetcher starts over with a full fetch.
 
+A partition whose answer would be the one last sent *rests* in its session: an
+incremental fetch neither reads it nor records the follower's position on it.
+The session watches the Partition (``Partition.resting_in``), which wakes it on
+any change that could alter the answer (records, the HW, the log start, the
+role), and the partition is looked at again from the next fetch on.  An idle
+follower's fetch of thousands of partitions then costs what changed, not the
+session's size.  While a partition rests, its follower counts as fetching at
+the leader's LEO at each of the session's fetches (``last_used_ms``), which is
+what every one of those fetches would have recorded.
+
 Everything here is in memory and runs between two I/O points of one greenlet;
 the cache holds at most ``max_slots`` sessions, evicting the least recently used
 one that has been idle for ``min_eviction_ms`` (a follower's session may evict
@@ -28,6 +38,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from gevent.event import Event
+
+from kafka_ha.broker.replica_reads import reads_up_to_leo
 from kafka_ha.model import TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 
@@ -71,26 +84,47 @@ class CachedPartition:
         return changed or entry["error_code"] != ErrorCode.NONE or bool(entry["records"])
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class FetchSession:
     session_id: int
     replica_id: int
     epoch: int                        # the epoch the next incremental request must carry
-    last_used_ms: int
+    last_used_ms: int                 # the start of its latest fetch
     # In fetch order; partitions that returned records move to the back, so that
     # under max_bytes the others get their turn (as Kafka's sessions do).
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+    # The partitions each fetch looks at (in the same rotating order), and those
+    # resting, each with the Partition that watches for its change (module docstring).
+    active: dict[TopicPartition, None] = field(default_factory=dict)
+    resting: dict[TopicPartition, Any] = field(default_factory=dict)
+    # Set (then replaced) when a watched partition changes in a way a waiting fetch of
+    # this reader wakes for: new records for a follower, a new HW for a consumer.
+    wake: Event = field(default_factory=Event)
+
+    def __post_init__(self) -> None:
+        self.active = dict.fromkeys(self.partitions)
 
     @property
     def is_follower(self) -> bool:
         return self.replica_id >= 0
 
+    @property
+    def up_to_leo(self) -> bool:
+        """Whether it reads up to the LEO (a follower) or the HW (a consumer): what its
+        waiting fetch wakes for."""
+        return reads_up_to_leo(self.replica_id)
+
     def wanted(self) -> list[tuple[TopicPartition, int, int]]:
-        """What to read for this fetch: every partition of the session."""
-        return [(tp, c.fetch_offset, c.max_bytes) for tp, c in self.partitions.items()]
+        """What to read for this fetch: the partitions not resting."""
+        partitions = self.partitions
+        return [(tp, c.fetch_offset, c.max_bytes) for tp in self.active if (c := partitions.get(tp))]
 
     def leader_epochs(self) -> dict[TopicPartition, int]:
-        return {tp: c.leader_epoch for tp, c in self.partitions.items() if c.leader_epoch >= 0}
+        """The leader epochs named for the partitions not resting (a resting one's epoch
+        cannot change without waking it)."""
+        partitions = self.partitions
+        return {tp: c.leader_epoch for tp in self.active
+                if (c := partitions.get(tp)) is not None and c.leader_epoch >= 0}
 
     def apply(self, changed: Iterable[tuple[TopicPartition, int, int]],
               forgotten: Iterable[TopicPartition],
@@ -98,6 +132,8 @@ class FetchSession:
         """An incremental request: partitions added or moved, and those to drop."""
         for tp in forgotten:
             self.partitions.pop(tp, None)
+            self.active.pop(tp, None)
+            self._stop_watching(tp)
         for tp, offset, max_bytes in changed:
             cached = self.partitions.get(tp)
             if cached is None:
@@ -105,6 +141,46 @@ class FetchSession:
             else:
                 cached.fetch_offset, cached.max_bytes = offset, max_bytes
             cached.leader_epoch = (leader_epochs or {}).get(tp, -1)
+            self.active[tp] = None
+            self._stop_watching(tp)
+
+    # ---- resting partitions ---------------------------------------------------------
+
+    def changed(self, tp: TopicPartition, appended: bool, hw_moved: bool) -> bool:
+        """A watched partition changed (``Partition._notify``): it is looked at from the next
+        read on, and a waiting fetch wakes if the change is one it waits for.  Returns
+        whether it was resting until now (its follower's position counts up to here)."""
+        was_resting = tp in self.resting and tp not in self.active
+        if tp in self.partitions:
+            self.active[tp] = None
+        if appended if self.up_to_leo else hw_moved:
+            wake, self.wake = self.wake, Event()
+            wake.set()
+        return was_resting
+
+    def settle(self, partition_of: Callable[[TopicPartition], Any]) -> None:
+        """After a fetch was answered: the partitions whose answer would now be the one just
+        sent (:meth:`unchanged_answers`), and whose follower, for a follower's session, is in
+        the ISR at that offset, rest until their Partition says they changed.  Runs without
+        a pause for the loop, so no change falls between the test and the watch."""
+        unchanged = self.unchanged_answers(partition_of, self.up_to_leo)
+        replica_id = self.replica_id
+        for tp in list(self.active):
+            offset = self.partitions[tp].fetch_offset
+            p = partition_of(tp)
+            if unchanged(tp, offset) and (replica_id < 0 or p.follower_rests(replica_id, offset)):
+                del self.active[tp]
+                if self.resting.get(tp) is not p:
+                    self._stop_watching(tp)
+                    self.resting[tp] = p
+                    p.resting_in.add(self)
+            else:
+                self._stop_watching(tp)
+
+    def _stop_watching(self, tp: TopicPartition) -> None:
+        p = self.resting.pop(tp, None)
+        if p is not None:
+            p.resting_in.discard(self)
 
     def unchanged_answers(self, partition_of: Callable[[TopicPartition], Any],
                           up_to_leo: bool) -> Callable[[TopicPartition, int], bool]:
@@ -136,6 +212,8 @@ class FetchSession:
             chosen.append((tp, entry))
             if entry["records"]:
                 self.partitions[tp] = self.partitions.pop(tp)
+                if tp in self.active:
+                    self.active[tp] = self.active.pop(tp)
         return chosen
 
     def remember(self, entries: list[tuple[TopicPartition, dict]]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -83,6 +84,9 @@ class Partition:
         # wake for every HW step and a consumer's for every append it cannot see.
         self._appended = Event()
         self._hw_moved = Event()
+        # The fetch sessions this partition rests in (fetch_sessions), told of any change to
+        # what they last answered.  Weak: a session closed or evicted leaves by itself.
+        self.resting_in: weakref.WeakSet = weakref.WeakSet()
         # When this broker became leader (monotonic ms), until every ISR follower has
         # fetched from the new epoch's start: the first moment an acks=all write can
         # be acknowledged.  Logged once per leadership, to time failovers.
@@ -317,9 +321,27 @@ class Partition:
                      self.tp, self.broker_id, replica_id)
         return False
 
+    def follower_rests(self, replica_id: int, fetch_offset: int) -> bool:
+        """Whether a follower at ``fetch_offset`` may rest here (fetch_sessions): in the ISR, not
+        joining it (the fetches of one outside must test whether it may join), at that offset."""
+        follower = self.followers.get(replica_id)
+        return (follower is not None and follower.log_end_offset == fetch_offset
+                and replica_id in self.isr and replica_id not in self.joining)
+
+    def _count_resting_fetches(self, session) -> None:
+        """The follower of ``session`` fetched at its recorded position, which was our LEO,
+        at each of the session's fetches while this partition rested: record the latest."""
+        follower = self.followers.get(session.replica_id)
+        if follower is not None:
+            replication.on_follower_fetch(follower, follower.log_end_offset, follower.log_end_offset,
+                                          session.last_used_ms, self.log.log_start_offset)
+
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
         if not self.is_leader:
             return
+        for session in list(self.resting_in):
+            if session.replica_id in self.followers and self.tp not in session.active:
+                self._count_resting_fetches(session)
         lagging = replication.out_of_sync_followers(self.isr, self.broker_id, self.followers,
                                                     now_ms(), lag_time_max_ms)
         if lagging:
@@ -375,7 +397,12 @@ class Partition:
     def maybe_increment_log_start_offset(self, leader_log_start: int) -> None:
         """A follower's log start follows the leader's (Fetch v5+), never past its own HW."""
         with self._writing("moving the log start of"):
-            self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark))
+            if self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark)):
+                self.log_start_moved()
+
+    def log_start_moved(self) -> None:
+        """The log start moved (DeleteRecords, retention): a fetch answers it, none waits for it."""
+        self._notify(appended=False, hw_moved=False)
 
     def restore_high_watermark(self, hw: int) -> None:
         """From the checkpoint at start-up, capped by the recovered log."""
@@ -384,6 +411,12 @@ class Partition:
     # ---- waiting ---------------------------------------------------------
 
     def _notify(self, appended: bool = True, hw_moved: bool = True) -> None:
+        """What a fetch answers changed: wake the fetches waiting for records (followers) or the
+        HW (consumers), and tell the sessions it rests in, of any change."""
+        if self.resting_in:
+            for session in list(self.resting_in):
+                if session.changed(self.tp, appended, hw_moved):
+                    self._count_resting_fetches(session)
         if appended:
             event, self._appended = self._appended, Event()
             event.set()

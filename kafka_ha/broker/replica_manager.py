@@ -238,7 +238,12 @@ class ReplicaManager:
             # Each replica deletes only below its own HW (a leader's uncommitted records
             # must outlive any retention setting); logs without a partition keep all.
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
-            self.log_manager.run_retention(now_ms(), hws)
+            starts = {tp: p.log.log_start_offset for tp, p in self.partitions.items()}
+            if self.log_manager.run_retention(now_ms(), hws):
+                for tp, start in starts.items():
+                    p = self.partitions.get(tp)
+                    if p is not None and p.log.log_start_offset != start:
+                        p.log_start_moved()      # fetch sessions answer it (fetch_sessions)
 
     def expire_idle_producers(self) -> int:
         """Forget, in every partition, the idempotent producers idle for longer than

@@ -111,9 +111,11 @@ def zstd_refused(partitions: HostedPartitions, tps) -> dict[TopicPartition, int]
 
 
 def fetch_records(partitions: HostedPartitions, params: FetchParams, wanted: list[PartitionFetch],
-                  now_ms: int) -> list[tuple[TopicPartition, PartitionRead]]:
+                  now_ms: int, session: Any = None) -> list[tuple[TopicPartition, PartitionRead]]:
     """Each of ``wanted``'s partitions read, once there is enough to answer (see the module
-    docstring); a follower's fetch counts as made at ``now_ms``."""
+    docstring); a follower's fetch counts as made at ``now_ms``.  ``session``: the incremental
+    fetch session ``wanted`` comes from (fetch_sessions.FetchSession), whose resting
+    partitions wake the wait too, and are read from then on."""
     replica_id = params.replica_id
     if replica_id >= 0:
         lines = StateChangeBatch(PARTITION_LOG)
@@ -131,9 +133,13 @@ def fetch_records(partitions: HostedPartitions, params: FetchParams, wanted: lis
             return reads
         events = [p.changed_event(up_to_leo) for tp, _, _ in wanted
                   if (p := partitions.get(tp))]
+        if session is not None:
+            events.append(session.wake)
         if not events:
             return reads
         gevent.wait(events, timeout=remaining, count=1)
+        if session is not None:
+            wanted = session.wanted()
 
 
 def read_partitions(partitions: HostedPartitions, params: FetchParams, wanted: list[PartitionFetch]

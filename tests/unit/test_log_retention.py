@@ -157,3 +157,19 @@ def test_the_log_start_offset_survives_a_restart(tmp_path):
     assert again.get_log(TP).log_start_offset == 22
     assert again.get_log(TopicPartition("u", 0)).log_start_offset == 0
     again.close()
+
+
+def test_the_retention_task_tells_the_fetch_sessions_a_partition_rests_in(manager):
+    # An idle follower's session reads no resting partition (fetch_sessions): the log start
+    # that retention moved reaches it only because the partition says it changed.
+    from kafka_ha.broker.fetch_sessions import CachedPartition, FetchSession
+    rm = broker(manager)
+    leader = lead(rm)
+    for _ in range(10):
+        leader.append_as_leader(batch(), acks=1)
+    leader.on_follower_fetch(2, 40, now=0)
+    session = FetchSession(1, 2, 1, 0, {TP: CachedPartition(40, 1 << 20, 40, 0)})
+    session.settle(rm.hosted.get)
+    assert session.wanted() == []                           # resting
+    rm._run_retention()
+    assert leader.log.log_start_offset == 32 and session.wanted() == [(TP, 40, 1 << 20)]
