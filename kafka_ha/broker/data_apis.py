@@ -208,14 +208,17 @@ class DataApis:
             # Limits, min_bytes and the wait apply to the stored bytes (as in Kafka);
             # only the final answer is converted, once.
             self._down_convert(entries, wanted, magic_for_fetch_version(version), max_total)
-        session_id = NO_SESSION
-        if context.incremental:
-            entries = context.session.select(entries)
-            session_id = context.session.session_id
+        session, session_id = context.session, NO_SESSION
+        if session is not None:
+            # (Evicted while this fetch waited, maybe: the answer still goes out, and the
+            # next fetch learns the session is gone.)
+            entries = session.select(entries)
+            session_id = session.session_id
         elif context.new_session:
             session_id = self.fetch_sessions.open(context, replica_id, entries, now)
-        if session_id != NO_SESSION:
-            self.fetch_sessions.sessions[session_id].settle(self.replicas.get)
+            session = self.fetch_sessions.sessions.get(session_id)
+        if session is not None:
+            session.settle(self.replicas.get)
         return self._fetch_response(entries, version, session_id=session_id)
 
     def _follower_log_starts(self, request: dict[str, Any], replica_id: int) -> None:

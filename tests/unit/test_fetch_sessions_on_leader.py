@@ -344,3 +344,17 @@ def test_a_consumer_session_rests_at_the_high_watermark(cluster, monkeypatch, tm
     assert list(answered) == [TPS[0]] and answered[TPS[0]]["high_watermark"] == 1
     assert answered[TPS[0]]["records"] and set(looked_up) == {TPS[0]}
     own_logs.close()
+
+
+def test_a_session_evicted_while_its_fetch_waits_still_gets_its_answer(cluster):
+    plane, partitions, follower = cluster
+    follower.fetch()
+    follower.fetch()
+    follower.max_wait_ms, follower.min_bytes = 3000, 1
+    waiting = gevent.spawn(follower.fetch)
+    gevent.sleep(0.05)
+    plane.fetch_sessions.sessions.clear()                 # another reader's session took its slot
+    produce(plane, TPS[1], b"late")
+    ok, answered = waiting.get()
+    assert ok and list(answered) == [TPS[1]]
+    assert follower.fetch() == (False, {})                # the next one learns the session is gone
