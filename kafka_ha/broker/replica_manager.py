@@ -240,10 +240,13 @@ class ReplicaManager:
             hws = {tp: p.high_watermark for tp, p in self.partitions.items()}
             starts = {tp: p.log.log_start_offset for tp, p in self.partitions.items()}
             if self.log_manager.run_retention(now_ms(), hws):
-                for tp, start in starts.items():
-                    p = self.partitions.get(tp)
-                    if p is not None and p.log.log_start_offset != start:
-                        p.log_start_moved()      # fetch sessions answer it (fetch_sessions)
+                # A leader's fetch sessions answer a moved log start, a follower's fetcher sends it.
+                moved = {tp for tp, start in starts.items()
+                         if (p := self.partitions.get(tp)) is not None and p.log.log_start_offset != start}
+                for tp in moved:
+                    self.partitions[tp].log_start_moved()
+                for fetcher in self.fetchers.values():
+                    fetcher.positions_changed(moved)
 
     def expire_idle_producers(self) -> int:
         """Forget, in every partition, the idempotent producers idle for longer than

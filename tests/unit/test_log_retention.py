@@ -173,3 +173,24 @@ def test_the_retention_task_tells_the_fetch_sessions_a_partition_rests_in(manage
     assert session.wanted() == []                           # resting
     rm._run_retention()
     assert leader.log.log_start_offset == 32 and session.wanted() == [(TP, 40, 1 << 20)]
+
+
+def test_the_retention_task_tells_the_fetchers_a_followed_log_start_moved(manager):
+    # A fetcher computes a position again only where it may have moved (replica_fetcher):
+    # retention is the one mover it does not see itself.
+    class RecordingFetcher:
+        told = set()
+
+        def positions_changed(self, tps):
+            self.told |= tps
+    rm = broker(manager, broker_id=2)
+    follower = rm._create_partition(TP)
+    follower.make_follower(PartitionStateInfo(TP, 1, 1, 0, (1, 2), 0, (1, 2)))
+    fill(follower.log)
+    rm.fetchers[1] = fetcher = RecordingFetcher()
+    rm._run_retention()                                     # HW 0: nothing goes
+    assert fetcher.told == set()
+    follower.set_follower_high_watermark(17)
+    rm._run_retention()
+    assert follower.log.log_start_offset == 16 and fetcher.told == {TP}
+    rm.fetchers.clear()

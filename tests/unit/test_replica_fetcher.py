@@ -181,3 +181,39 @@ def test_a_throttled_partition_waits_while_the_follower_quota_is_exceeded(tmp_pa
         fetcher.stop()
         for lg in logs.values():
             lg.close()
+
+
+def test_an_idle_round_computes_no_partitions_position(tmp_path, leader):
+    """A follower of 6,666 partitions built every partition's position for each fetch, two
+    fetches a second per leader with no traffic: two thirds of an idle broker's CPU once
+    its leaders had stopped reading idle partitions.  A position is computed again only
+    when this fetcher moved it (an answer for the partition, a truncation) or was told."""
+    leader.sessions = True
+    tps = [TopicPartition("i", n) for n in range(4)]
+    for tp in tps:
+        leader.logs[tp] = open_log(tmp_path, LEADER, tp)
+        write(leader.logs[tp], 9, b"a")
+    followers = {tp: follower_partition(open_log(tmp_path, FOLLOWER, tp)) for tp in tps}
+    looked_up = []
+
+    def partition_of(tp):
+        looked_up.append(tp)
+        return followers.get(tp)
+    fetcher = start_fetcher(list(followers.values()), partition_of)
+    try:
+        wait_for(lambda: fetcher.fetching == set(tps)
+                 and all(p.log.log_end_offset == 1 for p in followers.values()), "caught up")
+        rounds = len(leader.fetches)
+        wait_for(lambda: len(leader.fetches) >= rounds + 2, "the answers to the last moves")
+        looked_up.clear()
+        rounds = len(leader.fetches)
+        wait_for(lambda: len(leader.fetches) >= rounds + 3, "three idle rounds")
+        assert looked_up == []
+        fetcher.positions_changed({tps[2]})               # e.g. retention moved its log start
+        rounds = len(leader.fetches)
+        wait_for(lambda: len(leader.fetches) >= rounds + 2, "two more rounds")
+        assert looked_up == [tps[2]]
+    finally:
+        fetcher.stop()
+        for p in followers.values():
+            p.log.close()
