@@ -329,8 +329,7 @@ class Partition:
                 and replica_id in self.isr and replica_id not in self.joining)
 
     def _count_resting_fetches(self, session) -> None:
-        """The follower of ``session`` fetched at its recorded position, which was our LEO,
-        at each of the session's fetches while this partition rested: record the latest."""
+        """Record the latest fetch of ``session`` as its follower's, at its position (our LEO)."""
         follower = self.followers.get(session.replica_id)
         if follower is not None:
             replication.on_follower_fetch(follower, follower.log_end_offset, follower.log_end_offset,
@@ -339,11 +338,13 @@ class Partition:
     def shrink_isr_if_lagging(self, lag_time_max_ms: int) -> None:
         if not self.is_leader:
             return
-        for session in list(self.resting_in):
-            if session.replica_id in self.followers and self.tp not in session.active:
-                self._count_resting_fetches(session)
         lagging = replication.out_of_sync_followers(self.isr, self.broker_id, self.followers,
-                                                    now_ms(), lag_time_max_ms)
+                                                    now := now_ms(), lag_time_max_ms)
+        if lagging and self.resting_in:   # only then: their resting fetches may still count
+            for session in [s for s in self.resting_in if self.tp not in s.active]:
+                self._count_resting_fetches(session)
+            lagging = replication.out_of_sync_followers(self.isr, self.broker_id, self.followers,
+                                                        now, lag_time_max_ms)
         if lagging:
             self._isr_writer.remove(self, lagging, f"followers {lagging} fell more than "
                                                    f"{lag_time_max_ms} ms behind")
@@ -411,8 +412,7 @@ class Partition:
     # ---- waiting ---------------------------------------------------------
 
     def _notify(self, appended: bool = True, hw_moved: bool = True) -> None:
-        """What a fetch answers changed: wake the fetches waiting for records (followers) or the
-        HW (consumers), and tell the sessions it rests in, of any change."""
+        """What a fetch answers changed: wake who waits for it, tell the sessions it rests in."""
         if self.resting_in:
             for session in list(self.resting_in):
                 if session.changed(self.tp, appended, hw_moved):
