@@ -256,13 +256,19 @@ def test_resting_partitions_keep_their_follower_in_the_isr_while_it_fetches(clus
     assert [leaving for leaving, _ in writer.removals] == [[2]] * len(TPS)
 
 
-def test_a_resting_partition_wakes_a_waiting_fetch_when_it_is_written(cluster):
-    plane, partitions, follower = cluster
+def waiting_fetch(follower):
+    """Every partition resting, an incremental fetch that waits (up to 3 s) for records."""
     follower.fetch()
     follower.fetch()
     follower.max_wait_ms, follower.min_bytes = 3000, 1
     waiting = gevent.spawn(follower.fetch)
     gevent.sleep(0.05)
+    return waiting
+
+
+def test_a_resting_partition_wakes_a_waiting_fetch_when_it_is_written(cluster):
+    plane, partitions, follower = cluster
+    waiting = waiting_fetch(follower)
     produce(plane, TPS[1], b"late")
     ok, answered = waiting.get()
     # Not woken, it would have read nothing at the end of its wait: the partition rested.
@@ -348,11 +354,7 @@ def test_a_consumer_session_rests_at_the_high_watermark(cluster, monkeypatch, tm
 
 def test_a_session_evicted_while_its_fetch_waits_still_gets_its_answer(cluster):
     plane, partitions, follower = cluster
-    follower.fetch()
-    follower.fetch()
-    follower.max_wait_ms, follower.min_bytes = 3000, 1
-    waiting = gevent.spawn(follower.fetch)
-    gevent.sleep(0.05)
+    waiting = waiting_fetch(follower)
     plane.fetch_sessions.sessions.clear()                 # another reader's session took its slot
     produce(plane, TPS[1], b"late")
     ok, answered = waiting.get()
