@@ -204,8 +204,8 @@ class ReplicaManager:
         """If any HW moved since the last write: in a native thread, one write at a time (at 10k
         partitions sorting, rendering and fsyncing it held the loop 0.1-0.27 s every 5 s)."""
         if self.log_manager is not None:
-            hws = {**self._checkpointed_hws, **{tp: p.high_watermark for tp, p in self.partitions.items()}}
-            with self._hw_checkpoint_lock:
+            with self._hw_checkpoint_lock:   # (read inside: a waiting call must not write older HWs)
+                hws = {**self._checkpointed_hws, **{tp: p.high_watermark for tp, p in self.partitions.items()}}
                 if hws == self._hws_written:
                     return
                 with self._writing("writing the high watermark checkpoint"):
