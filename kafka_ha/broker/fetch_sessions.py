@@ -93,10 +93,12 @@ class FetchSession:
     # In fetch order; partitions that returned records move to the back, so that
     # under max_bytes the others get their turn (as Kafka's sessions do).
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
-    # The partitions each fetch looks at (in the same rotating order), and those
-    # resting, each with the Partition that watches for its change (module docstring).
+    # The partitions each fetch looks at (in the same rotating order), and those whose
+    # Partition tells this session of a change, with that Partition: a watched partition
+    # rests while it is not active, and stays watched after a change until the next
+    # settle, so that later changes still wake a waiting fetch (module docstring).
     active: dict[TopicPartition, None] = field(default_factory=dict)
-    resting: dict[TopicPartition, Any] = field(default_factory=dict)
+    watched: dict[TopicPartition, Any] = field(default_factory=dict)
     # Set (then replaced) when a watched partition changes in a way a waiting fetch of
     # this reader wakes for: new records for a follower, a new HW for a consumer.
     wake: Event = field(default_factory=Event)
@@ -150,7 +152,7 @@ class FetchSession:
         """A watched partition changed (``Partition._notify``): it is looked at from the next
         read on, and a waiting fetch wakes if the change is one it waits for.  Returns
         whether it was resting until now (its follower's position counts up to here)."""
-        was_resting = tp in self.resting and tp not in self.active
+        was_resting = tp in self.watched and tp not in self.active
         if tp in self.partitions:
             self.active[tp] = None
         if appended if self.up_to_leo else hw_moved:
@@ -170,15 +172,15 @@ class FetchSession:
             p = partition_of(tp)
             if unchanged(tp, offset) and (replica_id < 0 or p.follower_rests(replica_id, offset)):
                 del self.active[tp]
-                if self.resting.get(tp) is not p:
+                if self.watched.get(tp) is not p:
                     self._stop_watching(tp)
-                    self.resting[tp] = p
+                    self.watched[tp] = p
                     p.resting_in.add(self)
             else:
                 self._stop_watching(tp)
 
     def _stop_watching(self, tp: TopicPartition) -> None:
-        p = self.resting.pop(tp, None)
+        p = self.watched.pop(tp, None)
         if p is not None:
             p.resting_in.discard(self)
 
