@@ -11,6 +11,10 @@ push through this machine at all:
   producer's requests and acknowledge them at once, storing nothing.  It runs on
   the project's own protocol server, so framing and decoding cost what they cost
   a broker; everything a broker does beyond that is what the ratio measures.
+  With ``--answer-delay-ms D`` it answers each Produce D ms after it came (the
+  connection goes on reading meanwhile): a replicated write's round trip with no
+  CPU behind it, which shows how a client's rate depends on that round trip alone
+  (``kafka-idempotence-bench.sh``).
 - ``python -m kafka_ha.tools.client_ceiling produce --bootstrap ...``: one
   confluent-kafka (librdkafka) producer run that prints, as JSON, its MB/s, its
   records/s and the CPU seconds it used.
@@ -39,8 +43,9 @@ CONFLUENT_SETTINGS = {"linger.ms": 5, "batch.size": 65536, "compression.type": "
 class NullSink:
     """A request handler for ``ProtocolServer`` that acknowledges and forgets."""
 
-    def __init__(self, host: str, port: int, partitions: int) -> None:
+    def __init__(self, host: str, port: int, partitions: int, answer_delay_ms: float = 0) -> None:
         self.host, self.port, self.partitions = host, port, partitions
+        self.answer_delay_s = answer_delay_ms / 1000
         self.next_offset: dict[tuple[str, int], int] = {}
         self.records_bytes = 0
 
@@ -100,14 +105,30 @@ class NullSink:
         response: dict[str, Any] = {"responses": topics}
         if version >= 1:
             response["throttle_time_ms"] = 0
+        if self.answer_delay_s > 0:
+            return _answered_at(time.monotonic() + self.answer_delay_s, response), version
         return response, version
 
 
-def serve_sink(partitions: int) -> None:
+def _answered_at(due: float, response: dict[str, Any]):
+    """``response``, sent no earlier than ``due`` (time.monotonic()); the connection's
+    later requests are read and handled meanwhile, as a broker's acks=all Produce is."""
+    import gevent
+    from kafka_ha.protocol.deferred import DeferredResponse
+
+    def finish() -> dict[str, Any]:
+        left = due - time.monotonic()
+        if left > 0:
+            gevent.sleep(left)
+        return response
+    return DeferredResponse(finish)
+
+
+def serve_sink(partitions: int, answer_delay_ms: float = 0) -> None:
     import gevent
     from kafka_ha.protocol.server import ProtocolServer
 
-    sink = NullSink("127.0.0.1", 0, partitions)
+    sink = NullSink("127.0.0.1", 0, partitions, answer_delay_ms)
     server = ProtocolServer("127.0.0.1", 0, sink)
     server.start()
     sink.port = server.server_port
@@ -116,12 +137,15 @@ def serve_sink(partitions: int) -> None:
 
 
 class SinkProcess:
-    """The null sink in a child process of its own, with its CPU time readable."""
+    """The null sink in a child process of its own, with its CPU time readable; on ``cpus``
+    only, if given; answering each Produce ``answer_delay_ms`` after it came."""
 
-    def __init__(self, partitions: int) -> None:
+    def __init__(self, partitions: int, answer_delay_ms: float = 0, cpus: set[int] | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "sink",
-                                      "--partitions", str(partitions)],
-                                     stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                                      "--partitions", str(partitions),
+                                      "--answer-delay-ms", str(answer_delay_ms)],
+                                     stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                                     preexec_fn=None if cpus is None else _pinned(cpus))
         line = self.proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "listening":
             self.proc.kill()
@@ -139,14 +163,21 @@ class SinkProcess:
 # ---- the producer run ------------------------------------------------------------------
 
 def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str,
-                idempotence: bool = False, settings: dict | None = None) -> dict[str, float]:
+                idempotence: bool = False, settings: dict | None = None,
+                round_trips: bool = False) -> dict[str, float]:
     """One confluent-kafka producer, in this process: as fast as it goes, then flush.
-    ``settings``: the producer's (default: CONFLUENT_SETTINGS)."""
+    ``settings``: the producer's (default: CONFLUENT_SETTINGS).  ``round_trips``: also
+    report librdkafka's own mean request round trip to the leaders (``rtt_ms``)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks,
-                         **(CONFLUENT_SETTINGS if settings is None else settings),
-                         "enable.idempotence": idempotence})
+    config = {"bootstrap.servers": bootstrap, "acks": acks,
+              **(CONFLUENT_SETTINGS if settings is None else settings),
+              "enable.idempotence": idempotence}
+    windows: list[dict] = []
+    if round_trips:
+        config.update({"statistics.interval.ms": 1000,
+                       "stats_cb": lambda text: windows.append(json.loads(text))})
+    producer = Producer(config)
     producer.list_topics(topic, timeout=30)
     value = b"x" * size
     failed = []
@@ -172,25 +203,56 @@ def produce_run(bootstrap: str, topic: str, records: int, size: int, acks: str,
     if failed:
         raise RuntimeError(f"{len(failed)} records failed, e.g. {failed[0]}")
     mb = records * size / 1024 / 1024
-    return {"mb_s": round(mb / elapsed, 2), "msgs_s": round(records / elapsed),
-            "producer_cpu_ms_per_mb": round(1000 * cpu / mb, 1), "seconds": round(elapsed, 2)}
+    result = {"mb_s": round(mb / elapsed, 2), "msgs_s": round(records / elapsed),
+              "producer_cpu_ms_per_mb": round(1000 * cpu / mb, 1), "seconds": round(elapsed, 2)}
+    if round_trips:
+        result["rtt_ms"] = mean_round_trip_ms(windows)
+    return result
+
+
+def mean_round_trip_ms(windows: list[dict]) -> float | None:
+    """The mean request round trip over librdkafka's statistics windows, weighted by each
+    window's request count, to the brokers it learned from metadata (the bootstrap
+    connection's few requests left out); None if no window counted one.
+
+    >>> w = {"brokers": {"a": {"nodeid": 1, "rtt": {"avg": 20000, "cnt": 3}},
+    ...                  "b": {"nodeid": -1, "rtt": {"avg": 900000, "cnt": 1}}}}
+    >>> mean_round_trip_ms([w, {"brokers": {"a": {"nodeid": 1, "rtt": {"avg": 40000, "cnt": 1}}}}])
+    25.0
+    >>> mean_round_trip_ms([]) is None
+    True
+    """
+    total = count = 0
+    for window in windows:
+        for broker in window.get("brokers", {}).values():
+            rtt = broker.get("rtt", {})
+            if broker.get("nodeid", -1) >= 0 and rtt.get("cnt"):
+                total += rtt["avg"] * rtt["cnt"]
+                count += rtt["cnt"]
+    return round(total / count / 1000, 1) if count else None
 
 
 def produce_in_child(bootstrap: str, topic: str, records: int, size: int, acks: str,
                      idempotence: bool = False, settings: dict | None = None,
-                     cpus: set[int] | None = None) -> dict[str, float]:
+                     cpus: set[int] | None = None, round_trips: bool = False) -> dict[str, float]:
     """``produce_run`` in a fresh process, so its threads compete with nothing of ours;
     on ``cpus`` only, if given."""
     done = subprocess.run([sys.executable, "-m", "kafka_ha.tools.client_ceiling", "produce",
                            "--bootstrap", bootstrap, "--topic", topic, "--records", str(records),
                            "--record-size", str(size), "--acks", acks,
                            *(["--idempotence"] if idempotence else []),
+                           *(["--round-trips"] if round_trips else []),
                            *([] if settings is None else ["--settings", json.dumps(settings)])],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
+                          preexec_fn=None if cpus is None else _pinned(cpus))
     if done.returncode != 0:
         raise RuntimeError(f"confluent-kafka producer run failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _pinned(cpus: set[int]):
+    """A child's preexec_fn that runs it on ``cpus`` only."""
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 # ---- in kafka-data-bench.sh ------------------------------------------------------------
@@ -271,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     sink = sub.add_parser("sink", help="serve a null sink; prints 'listening <port>'")
     sink.add_argument("--partitions", type=int, default=6)
+    sink.add_argument("--answer-delay-ms", type=float, default=0,
+                      help="answer each Produce this long after it came (default: at once)")
     run = sub.add_parser("produce", help="one confluent-kafka producer run; prints JSON")
     run.add_argument("--bootstrap", required=True)
     run.add_argument("--topic", required=True)
@@ -278,14 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--record-size", type=int, default=1024)
     run.add_argument("--acks", default="all")
     run.add_argument("--idempotence", action="store_true", help="enable.idempotence=true")
+    run.add_argument("--round-trips", action="store_true",
+                     help="also report the mean request round trip (librdkafka's statistics)")
     run.add_argument("--settings", type=json.loads, default=None,
                      help="the producer's settings as a JSON object (default: the data bench's)")
     args = p.parse_args(argv)
     if args.command == "sink":
-        serve_sink(args.partitions)
+        serve_sink(args.partitions, args.answer_delay_ms)
         return 0
     print(json.dumps(produce_run(args.bootstrap, args.topic, args.records, args.record_size,
-                                 args.acks, args.idempotence, args.settings)), flush=True)
+                                 args.acks, args.idempotence, args.settings, args.round_trips)),
+          flush=True)
     return 0
 
 

@@ -32,6 +32,13 @@ the same producer with the defaults into the null sink (``client_ceiling``, whic
 answers every Produce, and InitProducerId, at once): what idempotence costs the
 client when the round trip costs nothing.
 
+How far the round trip alone decides it: the same producer, on a core of its own,
+into the null sink on the other core answering each Produce ``D`` ms after it came
+(``--sink-delays``), plain and idempotent in turn.  No broker CPU is behind that
+delay, so the table shows the idempotent/plain ratio as a function of the round
+trip; the cluster runs report librdkafka's own mean round trip beside their rate,
+which places them on that curve.
+
 Results go to ``--json`` (default bench-results/idempotence.json) and, as tables,
 to stdout.
 """
@@ -56,6 +63,7 @@ DEFAULTS = "client defaults"
 OWN_CORE = "client defaults, producer on a core of its own"
 SETTINGS = {DEFAULTS: {}, "64 KiB batches": CONFLUENT_SETTINGS, OWN_CORE: {}}
 SINK = "client defaults, into the null sink"
+DELAYED = "client defaults, producer on a core of its own, into a null sink that answers after a delay"
 
 
 def cores(label: str, pids: list[int]) -> set[int] | None:
@@ -78,7 +86,8 @@ def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict[str, dict[s
                 producer_cores = cores(label, pids)
                 cpu = sum(process_cpu_seconds(pid) for pid in pids)
                 run = produce_in_child(cluster.bootstrap_servers, TOPIC, args.records,
-                                       args.record_size, "all", idempotence, settings, producer_cores)
+                                       args.record_size, "all", idempotence, settings, producer_cores,
+                                       round_trips=True)
                 mb = args.records * args.record_size / 1024 / 1024
                 cpu = sum(process_cpu_seconds(pid) for pid in pids) - cpu
                 run["brokers_cpu_ms_per_mb"] = round(1000 * cpu / mb, 1)
@@ -102,16 +111,39 @@ def sink_runs(args: argparse.Namespace) -> dict[str, list[dict]]:
     return runs
 
 
-def median(runs: list[dict], key: str) -> float:
-    return round(statistics.median(r[key] for r in runs), 2)
+def delayed_sink_runs(args: argparse.Namespace) -> dict[str, dict[str, list[dict]]]:
+    """Plain and idempotent, client defaults, the producer on core 0 and a null sink on
+    core 1 that answers each Produce after each of ``args.sink_delays`` ms: the rate as
+    a function of the round trip alone.  Empty on a machine with one core."""
+    runs: dict[str, dict[str, list[dict]]] = {}
+    if (os.cpu_count() or 1) < 2:
+        return runs
+    for _ in range(args.repeat):
+        for delay in args.sink_delays:
+            for name, idempotence in MODES:
+                with SinkProcess(args.partitions, answer_delay_ms=delay, cpus={1}) as sink:
+                    run = produce_in_child(sink.bootstrap, TOPIC, args.records, args.record_size,
+                                           "all", idempotence, {}, {0}, round_trips=True)
+                runs.setdefault(f"{delay:g}", {n: [] for n, _ in MODES})[name].append(run)
+                print(f"{DELAYED} of {delay:g} ms, {name}: {run['mb_s']} MB/s", file=sys.stderr,
+                      flush=True)
+    return runs
+
+
+def median(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return round(statistics.median(values), 2) if values else None
 
 
 def tables(results: dict) -> list[Table]:
     table = Table("acks=all, RF 3: the same confluent-kafka producer without and with idempotence",
                   [("settings", "", 0), ("producer", "", 0), ("MB/s (median)", "MB/s", 1),
                    ("MB/s (range)", "", 0), ("records/s", "", 0), ("brokers' CPU per MB", "ms", 1),
-                   ("producer's CPU per MB", "ms", 1), ("idempotent / plain", "x", 2)],
-                  note="median of the runs; the runs alternate between the producers")
+                   ("producer's CPU per MB", "ms", 1), ("round trip (librdkafka)", "ms", 1),
+                   ("idempotent / plain", "x", 2)],
+                  note="median of the runs; the runs alternate between the producers; round trip: "
+                       "librdkafka's mean request round trip to the leaders (statistics windows of "
+                       "1 s; none for runs shorter than that)")
     for label, by_mode in results["runs"].items():
         plain = median(by_mode["plain"], "mb_s")
         for name, _ in MODES:
@@ -120,9 +152,23 @@ def tables(results: dict) -> list[Table]:
                                f"{min(r['mb_s'] for r in runs)}-{max(r['mb_s'] for r in runs)}",
                                median(runs, "msgs_s"),
                                median(runs, "brokers_cpu_ms_per_mb") if label != SINK else None,
-                               median(runs, "producer_cpu_ms_per_mb"),
+                               median(runs, "producer_cpu_ms_per_mb"), median(runs, "rtt_ms"),
                                round(median(runs, "mb_s") / plain, 2) if plain else None])
-    return [table]
+    delayed = results.get("delayed_sink", {})
+    if not delayed:
+        return [table]
+    curve = Table("The round trip alone: the same producer on a core of its own, into a null sink "
+                  "on the other core that answers each Produce after a fixed delay",
+                  [("answer delay", "ms", 0), ("plain MB/s", "MB/s", 1), ("idempotent MB/s", "MB/s", 1),
+                   ("idempotent round trip (librdkafka)", "ms", 1), ("idempotent / plain", "x", 2)],
+                  note="median of the runs; no CPU is behind the delay, so the ratio is what the "
+                       "round trip alone costs the idempotent producer (one request in flight per "
+                       "partition)")
+    for delay, by_mode in delayed.items():
+        plain, idempotent = (median(by_mode[name], "mb_s") for name, _ in MODES)
+        curve.rows.append([float(delay), plain, idempotent, median(by_mode["idempotent"], "rtt_ms"),
+                           round(idempotent / plain, 2) if plain else None])
+    return [table, curve]
 
 
 def ratios(results: dict) -> list[dict]:
@@ -145,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-size", type=int, default=1024, help="bytes per record")
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--repeat", type=int, default=3, help="runs per producer")
+    p.add_argument("--sink-delays", type=lambda v: [float(x) for x in v.split(",") if x],
+                   default=[0.0, 10.0, 20.0, 40.0],
+                   help="comma-separated answer delays (ms) of the delayed null sink (default "
+                        "0,10,20,40; empty: none)")
     add_output_options(p, "idempotence")
     p.add_argument("--dir", help="working directory (default: a new temporary one)")
     args = p.parse_args(argv)
@@ -156,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {"runs": measure(cluster, args), "records": args.records,
                    "record_size": args.record_size, "partitions": args.partitions}
     results["runs"][SINK] = sink_runs(args)
+    results["delayed_sink"] = delayed_sink_runs(args)
     method = (f"3 brokers on this machine, one topic of {args.partitions} partitions, RF 3, "
               f"min.insync.replicas 2; one confluent-kafka producer per run in its own process, "
               f"acks=all, {args.records} records of {args.record_size} bytes, with librdkafka's default "
@@ -163,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
               f"again with the producer pinned to core 0 and the brokers to the other cores "
               f"(sched_setaffinity), as a producer on its own host; {args.repeat} runs "
               f"of each producer and settings, alternating; then the same with the defaults into "
-              f"the null sink (a server that answers every Produce at once and keeps nothing).")
+              f"the null sink (a server that answers every Produce at once and keeps nothing); then "
+              f"the same on core 0 into a null sink on core 1 answering each Produce after "
+              f"{', '.join(f'{d:g}' for d in args.sink_delays)} ms.")
     data = run.write(args.json, method=method, results=results, ratios=ratios(results),
                      tables=tables(results), note=args.note)
     print_summary(data, args.json)

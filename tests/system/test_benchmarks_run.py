@@ -71,7 +71,7 @@ def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
     from kafka_ha.tools import idempotence_bench
     results = tmp_path / "bench-results"
     assert idempotence_bench.main(["--records", "2000", "--repeat", "1", "--partitions", "3",
-                                   "--dir", str(tmp_path / "work"),
+                                   "--sink-delays", "0,5", "--dir", str(tmp_path / "work"),
                                    "--json", str(results / "idempotence.json")]) == 0
     [data] = load(results)
     runs = data["results"]["runs"]
@@ -87,6 +87,12 @@ def test_idempotence_bench_writes_both_producers_for_both_settings(tmp_path):
     # The producer's own CPU is shown: librdkafka busy-waits while idempotence holds a batch back.
     headings = [c["heading"] for c in data["tables"][0]["columns"]]
     assert headings.index("producer's CPU per MB") == headings.index("brokers' CPU per MB") + 1
+    # The round trip alone: both producers into the null sink at each answer delay.
+    delayed = data["results"]["delayed_sink"]
+    assert set(delayed) == {"0", "5"}
+    assert all(len(by_mode[mode]) == 1 and by_mode[mode][0]["mb_s"] > 0
+               for by_mode in delayed.values() for mode in ("plain", "idempotent"))
+    assert [row[0] for row in data["tables"][1]["rows"]] == [0, 5]
     render([data], tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "img")
 
 

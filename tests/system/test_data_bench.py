@@ -48,3 +48,15 @@ def test_the_null_sink_takes_a_confluent_producers_records_and_acknowledges_them
         result = produce_in_child(sink.bootstrap, "ceiling", 20000, 100, "all")
     assert result["msgs_s"] > 0 and result["mb_s"] > 0
     assert result["producer_cpu_ms_per_mb"] > 0
+
+
+def test_the_null_sink_holds_each_produce_answer_for_its_delay():
+    """The idempotence bench's model of a replicated write: a sink that answers each Produce
+    only after a fixed delay (a lower bound, so a slow machine cannot fail it)."""
+    pytest.importorskip("confluent_kafka")
+    from kafka_ha.tools.client_ceiling import SinkProcess, produce_in_child
+
+    with SinkProcess(partitions=1, answer_delay_ms=400) as sink:
+        result = produce_in_child(sink.bootstrap, "slow", 3, 100, "all", idempotence=True,
+                                  settings={"linger.ms": 0})
+    assert result["seconds"] >= 0.4
