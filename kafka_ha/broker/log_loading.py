@@ -1,4 +1,4 @@
-"""Loading a broker's logs at start-up off its event loop, in threads.
+"""Loading a broker's logs at start-up, and flushing them at shutdown, off its event loop, in threads.
 
 Opening a log reads its directory, index files and checkpoints, and after an
 unclean shutdown CRC-checks its unflushed segments.  On the event loop, a
@@ -6,7 +6,9 @@ broker with 4.5 GB of logs did nothing else for about 20 s: ZooKeeper heard no
 heartbeat, the session expired, and start-up failed (issue 23).  Here the
 openers run on a small threadpool (``num.recovery.threads.per.data.dir``
 threads per directory), in batches (one hand-off per batch, not per log),
-while the loop goes on serving the ZooKeeper session.  The logs are plain objects: nothing in them is
+while the loop goes on serving the ZooKeeper session.  The clean shutdown's flush runs the same
+way (``run_in_threads``): at 10,000 logs it is some 50,000 fsyncs, which held the loop for 47 s
+and let the session expire.  The logs are plain objects: nothing in them is
 bound to the thread that built them, and the log manager records them on the
 loop's thread when a batch comes back.
 
@@ -113,13 +115,13 @@ def _open_all(openers: Sequence[Callable[[], T]]) -> list[T]:
     return [open_() for open_ in openers]
 
 
-def open_in_threads(openers: Sequence[Callable[[], T]], threads: int) -> list[T]:
-    """The results of ``openers``, in order, run in batches on a pool of ``threads`` threads
-    of its own (the hub's shared pool does the fsyncs); the first error raised by one is
-    raised here.  Every batch is queued at once, so a thread never waits for the loop to
-    hand it the next one."""
+def run_in_threads(calls: Sequence[Callable[[], T]], threads: int) -> list[T]:
+    """The results of ``calls`` (the logs' openers at start-up, their flushes at shutdown),
+    in order, run in batches on a pool of ``threads`` threads of its own (the hub's shared
+    pool does the fsyncs); the first error raised by one is raised here.  Every batch is
+    queued at once, so a thread never waits for the loop to hand it the next one."""
     pool = ThreadPool(threads)
-    batches = [openers[i:i + BATCH] for i in range(0, len(openers), BATCH)]
+    batches = [calls[i:i + BATCH] for i in range(0, len(calls), BATCH)]
     results: list[T] = []
     relay = RecordsFromThreads()
     relay.install()
@@ -141,7 +143,7 @@ def load_logs(make_log_manager: Callable[[OpenLogs], LogManager], threads: int) 
     lag = LoopLag()
     started = time.monotonic()
     try:
-        manager = make_log_manager(lambda openers: open_in_threads(openers, threads))
+        manager = make_log_manager(lambda openers: run_in_threads(openers, threads))
     finally:
         longest = lag.stop()
     long_lived.freeze()

@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 from functools import partial
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 from kafka_ha.model import TopicPartition
 from kafka_ha.state_change_log import StateChangeBatch
@@ -35,6 +35,7 @@ from .log import Log
 from .log_deletion import DoomedLogs, is_doomed_dir_name
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
@@ -43,11 +44,14 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
 OpenLogs = Callable[[Sequence[Callable[[], Log]]], list[Log]]
+# Runs one call per log (the shutdown's flushes) and returns when all are done.
+RunEach = Callable[[Sequence[Callable[[], None]]], object]
 
 
-def open_one_by_one(openers: Sequence[Callable[[], Log]]) -> list[Log]:
-    """Open the logs in order on the calling thread (tools and tests)."""
-    return [open_log() for open_log in openers]
+def one_by_one(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """The calls' results, run in order on the calling thread (tools and tests; the broker
+    runs the file work of opening and of the shutdown flush off its event loop)."""
+    return [call() for call in calls]
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -67,7 +71,7 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig,
                  config_for: Callable[[str], LogConfig] | None = None,
-                 open_logs: OpenLogs = open_one_by_one) -> None:
+                 open_logs: OpenLogs = one_by_one) -> None:
         """Loads the logs found in ``log_dirs``; ``open_logs`` runs the file work of
         opening them (the broker runs it off its event loop: :mod:`kafka_ha.broker.log_loading`)."""
         if not log_dirs:
@@ -254,15 +258,17 @@ class LogManager:
         recovery points advance without flush settings; returns how many logs were flushed."""
         return sum(lg.flush_rolled_segments(fsync) for lg in list(self._logs.values()))
 
-    def flush_all(self) -> None:
-        """fsync every log up to its LEO, then record the new recovery points."""
-        for lg in self._logs.values():
-            lg.flush()
+    def flush_all(self, run_each: RunEach = one_by_one) -> None:
+        """fsync every log up to its LEO (``run_each`` runs the per-log flushes), then record
+        the new recovery points."""
+        run_each([lg.flush for lg in self._logs.values()])
         self.checkpoint_recovery_points()
 
-    def close(self) -> None:
-        """Flush, checkpoint, mark the shutdown clean and close every log."""
-        self.flush_all()
+    def close(self, run_each: RunEach = one_by_one) -> None:
+        """Flush (see :meth:`flush_all`), checkpoint, mark the shutdown clean and close every
+        log.  The broker's shutdown runs the flushes in native threads: at 10,000 logs they
+        are some 50,000 fsyncs (segment, indexes, epoch checkpoint, directory)."""
+        self.flush_all(run_each)
         for lg in self._logs.values():
             lg.close()
         self._doomed.close()

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from kafka_ha.broker.log_loading import BATCH, RecordsFromThreads, open_in_threads
+from kafka_ha.broker.log_loading import BATCH, RecordsFromThreads, run_in_threads
 from kafka_ha.log.config import LogConfig
 from kafka_ha.log.log_manager import LogManager
 from kafka_ha.model import TopicPartition
@@ -25,7 +25,7 @@ def test_results_come_back_in_order_from_threads_other_than_the_callers():
             return i
         return open_
     n = BATCH * 5 + 3
-    assert open_in_threads([opener(i) for i in range(n)], threads=3) == list(range(n))
+    assert run_in_threads([opener(i) for i in range(n)], threads=3) == list(range(n))
     assert caller not in threads
 
 
@@ -33,7 +33,7 @@ def test_the_first_error_of_an_opener_is_raised():
     def broken():
         raise OSError("bad index")
     with pytest.raises(OSError, match="bad index"):
-        open_in_threads([lambda: 1] * BATCH + [broken] + [lambda: 2] * BATCH, threads=2)
+        run_in_threads([lambda: 1] * BATCH + [broken] + [lambda: 2] * BATCH, threads=2)
 
 
 def test_records_logged_on_pool_threads_reach_the_handlers_on_the_callers_thread(caplog):
@@ -50,7 +50,7 @@ def test_records_logged_on_pool_threads_reach_the_handlers_on_the_callers_thread
                 log.warning("opened %d", i)
                 return i
             return open_
-        open_in_threads([opener(i) for i in range(BATCH * 2)], threads=2)
+        run_in_threads([opener(i) for i in range(BATCH * 2)], threads=2)
     finally:
         log.removeHandler(handler)
     assert [m for m, _ in seen_on] == [f"opened {i}" for i in range(BATCH * 2)]
@@ -68,7 +68,7 @@ def test_a_log_manager_gets_the_logs_its_runner_opens(tmp_path):
 
     def runner(openers):
         runs.append(len(openers))
-        return open_in_threads(openers, threads=2)
+        return run_in_threads(openers, threads=2)
     again = LogManager([str(tmp_path)], LogConfig(), open_logs=runner)
     assert runs == [3]
     assert {tp.partition: lg.log_end_offset for tp, lg in again.all_logs().items()} == {0: 1, 1: 2, 2: 3}
@@ -99,7 +99,7 @@ def test_the_event_loop_runs_while_logs_open():
     ticks = gevent.spawn(ticker)
     try:
         gevent.sleep(0)
-        open_in_threads([opener(i) for i in range(BATCH + 1)], threads=1)
+        run_in_threads([opener(i) for i in range(BATCH + 1)], threads=1)
     finally:
         ticks.kill()
     during = events[events.index("open 0"):events.index(f"opened {BATCH}")]
@@ -127,7 +127,7 @@ def test_a_run_of_info_lines_from_the_threads_reaches_the_handlers_as_one_record
                 log.info("loaded %d", i)
                 return i
             return open_
-        open_in_threads([opener(i) for i in range(BATCH)], threads=1)
+        run_in_threads([opener(i) for i in range(BATCH)], threads=1)
     finally:
         log.removeHandler(handler)
         log.setLevel(logging.NOTSET)

@@ -99,3 +99,23 @@ def test_a_truncation_during_a_threaded_flush_keeps_the_recovery_point_honest(di
     lg.flush(up_to=32, fsync=fsync_while_truncating)
     assert lg.recovery_point <= 16
     mgr.close()
+
+
+def test_a_clean_shutdown_flushes_the_logs_in_native_threads(dirs, monkeypatch):
+    """Issue 23: the shutdown flush of 10,000 logs (an fsync of each segment, index and epoch
+    checkpoint, and of each log's directory) held a broker's event loop for 47 s, its
+    ZooKeeper session expired meanwhile.  Each log's flush runs in a native thread now."""
+    mgr = LogManager(dirs, CONFIG)
+    logs = [mgr.get_or_create_log(TP("a", p)) for p in range(4)]
+    for lg in logs:
+        lg.append_as_leader(batch(), 0)
+    fsynced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsynced.append((os.readlink(f"/proc/self/fd/{fd}"),
+                                                                 threading.get_ident())), real(fd)))
+    broker(mgr).shutdown()
+    in_logs = [(path, thread) for path, thread in fsynced
+               if any(path == lg.dir or path.startswith(lg.dir + os.sep) for lg in logs)]
+    assert {path for path, _ in in_logs} >= {os.path.join(lg.dir, f"{0:020d}.log") for lg in logs}
+    assert all(thread != threading.get_ident() for _, thread in in_logs)
+    assert all(lg.recovery_point == lg.log_end_offset == 4 for lg in logs)
