@@ -117,7 +117,7 @@ class FullLogDirs:
     def checkpoint_recovery_points(self):
         self._maybe_fail("recovery points")
 
-    def close(self):
+    def close(self, run_each=None):
         self.checkpoint_recovery_points()     # as LogManager.close does, after flushing
         self._maybe_fail("close")
 
