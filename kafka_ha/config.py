@@ -66,7 +66,8 @@ KEYS: tuple[Key, ...] = (
         "answers); 0 means the session timeout", 0),
     Key("log.dirs", _dirs, None, "comma-separated data directories"),
     Key("num.recovery.threads.per.data.dir", _int, 1,
-        "threads per log directory that load (and recover) logs at start-up", 1),
+        "threads per log directory that load (and recover) logs at start-up and flush them "
+        "at a clean shutdown", 1),
     Key("log.dir", _dirs, ("/tmp/kafka-logs",), "used when log.dirs is not set"),
     Key("num.partitions", _int, 1, "partitions of an auto-created topic", 1),
     Key("default.replication.factor", _int, 1, "replication factor of an auto-created topic", 1),

@@ -106,11 +106,11 @@ def test_shutdown_answers_pending_acks_all_waits_before_it_closes_the_logs(broke
     seen_at_close = []
     real_close = broker.rm.log_manager.close
 
-    def close():
+    def close(run_each):
         seen_at_close.append(answer.ready())
-        real_close()
+        real_close(run_each)
     monkeypatch.setattr(broker.rm.log_manager, "close", close)
     broker.rm.shutdown()
     assert seen_at_close == [True]
     assert errors(answer.value) == {p: ErrorCode.NOT_LEADER_FOR_PARTITION for p in PARTITIONS}
-    monkeypatch.setattr(broker.rm.log_manager, "close", lambda: None)   # closed already
+    monkeypatch.setattr(broker.rm.log_manager, "close", lambda *_: None)   # closed already
