@@ -115,6 +115,12 @@ def _open_all(openers: Sequence[Callable[[], T]]) -> list[T]:
     return [open_() for open_ in openers]
 
 
+def recovery_threads(config) -> int:
+    """How many threads load the logs at start-up and flush them at shutdown (a BrokerConfig's
+    ``num.recovery.threads.per.data.dir`` for each log directory, as Kafka counts them)."""
+    return config["num.recovery.threads.per.data.dir"] * len(config.log_dirs)
+
+
 def run_in_threads(calls: Sequence[Callable[[], T]], threads: int) -> list[T]:
     """The results of ``calls`` (the logs' openers at start-up, their flushes at shutdown),
     in order, run in batches on a pool of ``threads`` threads of its own (the hub's shared

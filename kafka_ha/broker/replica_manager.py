@@ -24,7 +24,7 @@ from kafka_ha.broker import long_lived, storage_failure
 from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
-from kafka_ha.broker.log_loading import run_in_threads
+from kafka_ha.broker.log_loading import recovery_threads, run_in_threads
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
 from kafka_ha.broker.state_changes import StateChanges
@@ -162,7 +162,7 @@ class ReplicaManager:
             # close() flushes every log (in threads: on the loop, 10k logs' fsyncs held it 47 s),
             # checkpoints the recovery points, then writes the clean-shutdown marker; a failed
             # flush or checkpoint halts before the marker: the next start recovers the logs.
-            threads = self.config["num.recovery.threads.per.data.dir"] * len(self.config.log_dirs)
+            threads = recovery_threads(self.config)
             with self._log_start_lock, self._writing("closing the logs"):
                 self.log_manager.close(lambda flushes: run_in_threads(flushes, threads))
 

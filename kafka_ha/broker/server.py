@@ -32,7 +32,7 @@ from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.kafka_apis import KafkaApis, by_version
 from kafka_ha.broker.log_admin_apis import LogAdminApis
 from kafka_ha.broker.log_cleaner import LogCleaner
-from kafka_ha.broker.log_loading import load_logs
+from kafka_ha.broker.log_loading import load_logs, recovery_threads
 from kafka_ha.broker.metrics_http import MetricsEndpoint, ServerMetricsSource
 from kafka_ha.broker.metadata_cache import MetadataCache
 from kafka_ha.broker.producer_ids import InitProducerIdApi, ProducerIdManager
@@ -96,7 +96,7 @@ class KafkaServer:
             self.log_manager = load_logs(
                 lambda open_logs: LogManager(list(cfg.log_dirs), self._log_config(None),
                                              open_logs=open_logs),
-                cfg["num.recovery.threads.per.data.dir"] * len(cfg.log_dirs))
+                recovery_threads(cfg))
         except BaseException:
             connecting.kill()
             raise
