@@ -2,7 +2,8 @@
 
 The broker is marked shutting down (it still gets requests but no longer
 counts as live for elections); partitions it leads get a new leader from the
-rest of the ISR, and it leaves every ISR.  The reply lists the replicated
+rest of the ISR, and it leaves every ISR.  It hears LeaderAndIsr for the
+partitions it led and StopReplica for those it followed.  The reply lists the replicated
 partitions it still leads; the broker retries until that list is empty.
 """
 from __future__ import annotations
@@ -38,13 +39,17 @@ def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest)
     def decide(tp: TopicPartition, current: LeaderAndIsr) -> election.Outcome:
         return election.controlled_shutdown_election(current, ctx.assignments[tp], live,
                                                      shutting, term.epoch)
+    led = {tp for tp in replicated if ctx.states[tp].leader == broker}
     batch = term.new_batch()
-    # The stopping broker still receives requests, so it learns it is a follower now.
+    # The stopping broker still receives requests.  As in Kafka, it hears LeaderAndIsr only
+    # for the partitions it led (it follows their new leaders until it goes) and stops
+    # fetching for those it followed; their ISR shrinks go to the other replicas only.
     batch.live_brokers = dict(ctx.live_brokers)
     changed = term.psm.change(replicated, decide, batch)
     written_ms = monotonic_ms()
+    batch.keep_leader_and_isr(broker, led)
     for tp in replicated:
-        if ctx.states[tp].leader != broker:
+        if tp not in led:
             batch.add_stop_replica([broker], tp, delete=False)
     batch.send(term.channel)
     remaining = [tp for tp in replicated if ctx.states[tp].leader == broker]

@@ -55,6 +55,17 @@ class RequestBatch:
                 for s in states:
                     target[s.tp] = s
 
+    def keep_leader_and_isr(self, broker_id: int, tps: set[TopicPartition]) -> None:
+        """Drop the LeaderAndIsr states queued for ``broker_id`` other than those of ``tps``."""
+        queued = self.leader_and_isr.get(broker_id)
+        if queued is None:
+            return
+        kept = {tp: s for tp, s in queued.items() if tp in tps}
+        if kept:
+            self.leader_and_isr[broker_id] = kept
+        else:
+            del self.leader_and_isr[broker_id]
+
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition, delete: bool) -> None:
         for b in broker_ids:
             if b in self.live_brokers:

@@ -170,6 +170,27 @@ def test_controlled_shutdown_moves_leadership_and_reports_what_it_still_leads():
     assert controller.ctx.shutting_down == set()
 
 
+def test_the_stopping_broker_hears_of_what_it_led_and_stops_what_it_followed():
+    """Kafka's doControlledShutdown: the stopping broker gets LeaderAndIsr (become-follower)
+    only for the partitions it led, and StopReplica only for those it followed; the ISR
+    shrinks of the followed ones go to their other replicas.  At 10k partitions, sending it
+    every changed state made it (and the controller) apply and encode three times as much."""
+    zk, _, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3), 1: (1, 2, 3), 2: (3, 2, 1)}})
+    controller.channel.clear()
+    assert controlled_shutdown(controller, 2)["remaining_partitions"] == []
+    led, followed = {TopicPartition("t", 0)}, {TopicPartition("t", 1), TopicPartition("t", 2)}
+    told = controller.channel.leader_and_isr(2)
+    assert set(told) == led and told[TP].leader == 1
+    [stop] = controller.channel.sent(ApiKey.STOP_REPLICA, 2)
+    assert {TopicPartition(p["topic"], p["partition"]) for p in stop.body["partitions"]} == followed
+    for other in (1, 3):
+        assert set(controller.channel.leader_and_isr(other)) == led | followed
+    assert all(2 not in s.isr for s in states(zk, "t", [0, 1, 2]).values())
+    # the stopping broker still gets the new states in UpdateMetadata, like every broker
+    [metadata] = controller.channel.sent(ApiKey.UPDATE_METADATA, 2)
+    assert {s["partition"] for s in metadata.body["partition_states"]} == {0, 1, 2}
+
+
 def test_controlled_shutdown_of_the_last_isr_member_leaves_it_leading():
     zk, _, controller = new_cluster((1, 2, 3), {"t": {0: (2, 3)}})
     change_isr(zk.client(), TP, (2,))
