@@ -260,8 +260,13 @@ class LocalCluster:
     def _stop_brokers(self, ids, timeout_s):
         pids = {i: self.broker_pid(i) for i in ids}
         running = [p for p in pids.values() if p]
-        if not terminate(running, timeout_s):
+        killed = []
+        if not terminate(running, timeout_s, killed):
             raise ClusterError(f"could not stop broker pids {running}")
+        for i, pid in pids.items():
+            if pid in killed:
+                print(f"broker {i} did not exit within {timeout_s:g} s of SIGTERM: sent SIGKILL "
+                      "(its logs are recovered at the next start)", file=sys.stderr)
         for i in ids:
             self.pid_path(i).unlink(missing_ok=True)
         return sorted(i for i, p in pids.items() if p)
@@ -348,13 +353,18 @@ def main(argv=None):
     p.add_argument("--broker-config", nargs="+", action="extend", metavar="K=V",
                    help="broker config override, repeatable")
     p.add_argument("--timeout", type=float, default=60.0, help="start timeout, seconds")
+    # A clean stop is a controlled shutdown (3 tries 5 s apart when every broker stops at
+    # once) and a flush of every log, over a minute at 10,000 partitions.
+    p.add_argument("--stop-timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="stop: SIGKILL after this many seconds (default 120) of a broker's "
+                        "clean shutdown after SIGTERM")
     args = p.parse_args(argv)
     try:
         cluster = _cluster_from_args(args)
         if args.action == "start":
             cluster.start()
         elif args.action == "stop":
-            stopped = cluster.stop()
+            stopped = cluster.stop(args.stop_timeout)
             print(f"stopped brokers {stopped}" + (" and ZooKeeper" if cluster.ensemble else ""))
             return 0
         status = cluster.status()

@@ -105,12 +105,16 @@ def wait_dead(pids, timeout_s):
     return alive
 
 
-def terminate(pids, timeout_s=5.0):
-    """SIGTERM (and SIGCONT, in case a test stopped them), then SIGKILL after ``timeout_s``."""
+def terminate(pids, timeout_s=5.0, killed=None):
+    """SIGTERM (and SIGCONT, in case a test stopped them), then SIGKILL after ``timeout_s``;
+    the pids that needed the SIGKILL are appended to ``killed`` if given.  Returns
+    whether all are gone."""
     for sig in (signal.SIGTERM, signal.SIGCONT):
         send_signal(pids, sig)
     survivors = wait_dead(pids, timeout_s)
     send_signal(survivors, signal.SIGKILL)
+    if killed is not None:
+        killed.extend(survivors)
     return not wait_dead(survivors, 10.0)
 
 
