@@ -74,6 +74,16 @@ class ReplicaFetcher:
         self.failed_partitions.difference_update(tps)   # a new leader epoch: try again
         self._wakeup.set()
 
+    def fetch_on(self, tp: TopicPartition) -> bool:
+        """``tp`` stays where it is, in a new leader epoch of the same leader
+        (``truncation.fetches_on``): its next fetch names the new epoch.  False if this
+        fetcher does not have it."""
+        if tp not in self.fetching and tp not in self.needs_truncation:
+            return False
+        self._moved.add(tp)
+        self._wakeup.set()
+        return True
+
     def remove(self, tps: set[TopicPartition]) -> None:
         self.fetching -= tps
         self.needs_truncation -= tps
@@ -336,6 +346,9 @@ class ReplicaFetcher:
             self._handle_out_of_range(p)
             return False
         if error == ErrorCode.FENCED_LEADER_EPOCH:
+            sent = self._positions.get(p.tp)
+            if sent is not None and p.leader_epoch > sent[2]:
+                return False   # it fetched on into a newer epoch meanwhile: asks again in it
             self._fence(p)
             return False
         # NOT_LEADER / UNKNOWN_TOPIC: the controller's LeaderAndIsr is on its way.

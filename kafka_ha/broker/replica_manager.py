@@ -13,26 +13,24 @@ controller), received and completed (here): the lifecycle docs/operations.md §1
 from __future__ import annotations
 
 import logging
-import shutil
-import time
 from typing import Any, Callable
 
 import gevent
 from gevent.lock import BoundedSemaphore
 
-from kafka_ha.broker import long_lived, storage_failure
+from kafka_ha.broker import long_lived, storage_failure, truncation
 from kafka_ha.broker.deferred_log_writes import DeferredLogWrites
 from kafka_ha.broker.hosted_partitions import HostedPartitions
 from kafka_ha.broker.isr_writer import IsrWriter
 from kafka_ha.broker.log_loading import recovery_threads, run_in_threads
 from kafka_ha.broker.partition import Partition
 from kafka_ha.broker.replica_fetcher import ReplicaFetcher
+from kafka_ha.broker.replica_log_tasks import ReplicaLogTasks
 from kafka_ha.broker.state_changes import StateChanges
-from kafka_ha.broker.storage_failure import Halt, HaltOnIOError
-from kafka_ha.clock import monotonic_ms, now_ms
+from kafka_ha.broker.storage_failure import Halt
+from kafka_ha.clock import monotonic_ms
 from kafka_ha.config import BrokerConfig
-from kafka_ha.cooperative import fsync_in_a_thread, in_a_thread, yield_to_io, yielding
-from kafka_ha.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
+from kafka_ha.cooperative import in_a_thread, yield_to_io, yielding
 from kafka_ha.model import BrokerEndpoint, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.partition_states import from_wire
@@ -51,7 +49,7 @@ DEFERRED_WRITES_INTERVAL_S = 0.2
 log = logging.getLogger(__name__)
 
 
-class ReplicaManager:
+class ReplicaManager(ReplicaLogTasks):
     def __init__(self, config: BrokerConfig, log_manager, isr_writer: IsrWriter | None,
                  min_isr_for: Callable[[str], int], log_config_for: Callable[[str], Any],
                  endpoint_of: Callable[[int], BrokerEndpoint | None],
@@ -93,18 +91,6 @@ class ReplicaManager:
             halt, lambda tp: self.log_manager.get_log(tp) if self.log_manager is not None else None,
             lambda fn, args: in_a_thread(fn, *args))
         self._tasks: list[gevent.Greenlet] = []
-
-    def _read_hw_checkpoints(self) -> dict[TopicPartition, int]:
-        if self.log_manager is None:
-            return {}
-        try:
-            return self.log_manager.high_watermarks()
-        except CorruptCheckpointError as e:
-            # Safe to rebuild: the HW only gates what consumers see and never
-            # truncates a log here; leaders recompute it from follower fetches.
-            log.error("Ignoring a corrupt high-watermark checkpoint (%s); high watermarks restart "
-                      "from the log start offsets and advance as replicas confirm", e)
-            return {}
 
     # ---- lifecycle ----------------------------------------------------------
 
@@ -200,78 +186,6 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             partition.shrink_isr_if_lagging(lag_ms)
 
-    def checkpoint_high_watermarks(self) -> None:
-        """If any HW moved since the last write: in a native thread, one write at a time (at 10k
-        partitions sorting, rendering and fsyncing it held the loop 0.1-0.27 s every 5 s)."""
-        if self.log_manager is not None:
-            with self._hw_checkpoint_lock:   # (read inside: a waiting call must not write older HWs)
-                hws = {**self._checkpointed_hws, **{tp: p.high_watermark for tp, p in self.partitions.items()}}
-                if hws == self._hws_written:
-                    return
-                with self._writing("writing the high watermark checkpoint"):
-                    in_a_thread(self.log_manager.checkpoint_high_watermarks, hws)
-                self._hws_written = hws
-
-    def checkpoint_recovery_points(self) -> None:
-        """How far each log is known to be on disk, so that a restart after a crash
-        recovers only what came after (log.flush.offset.checkpoint.interval.ms).
-        Rolled segments are flushed first, as Kafka does on every roll: without flush
-        settings the recovery points would otherwise never move while the broker runs."""
-        if self.log_manager is not None:
-            with self._writing("flushing rolled log segments"):
-                self.log_manager.flush_rolled_segments(fsync_in_a_thread)
-            with self._log_start_lock, self._writing("writing the recovery point checkpoint"):
-                self.log_manager.checkpoint_recovery_points()
-
-    def checkpoint_log_start_offsets(self) -> None:
-        """Write the log start offsets now (DeleteRecords moved one), in a native thread;
-        one writer at a time, since the periodic checkpoint rewrites the same files."""
-        if self.log_manager is not None:
-            with self._log_start_lock, self._writing("writing the log start offset checkpoint"):
-                for path, offsets in self.log_manager.log_start_checkpoints().items():
-                    in_a_thread(OffsetCheckpointFile(path).write, offsets)
-
-    def _flush_dirty_logs(self) -> None:
-        if self.log_manager is not None:
-            with self._writing("flushing logs"):
-                self.log_manager.flush_dirty_logs(monotonic_ms(), fsync_in_a_thread)
-
-    def _writing(self, action: str) -> HaltOnIOError:
-        """Guards a write to the log directories: an OSError in it halts the broker."""
-        return HaltOnIOError(self._halt, action, None, ", ".join(self.log_manager.log_dirs))
-
-    def _run_retention(self) -> None:
-        if self.log_manager is not None:
-            # Only below each replica's own HW (uncommitted records outlive any retention setting).
-            hws = {tp: p.high_watermark for tp, p in self.partitions.items()}   # none: keep all
-            starts = {tp: p.log.log_start_offset for tp, p in self.partitions.items()}
-            if self.log_manager.run_retention(now_ms(), hws):   # (no pause: the same partitions)
-                # A leader's fetch sessions answer a moved log start, a follower's fetcher sends it.
-                moved = {tp for tp, p in self.partitions.items() if p.log.log_start_offset != starts[tp]}
-                for tp in moved:
-                    self.partitions[tp].log_start_moved()
-                for fetcher in self.fetchers.values():
-                    fetcher.positions_changed(moved)
-
-    def expire_idle_producers(self) -> int:
-        """Forget, in every partition, the idempotent producers idle for longer than
-        ``transactional.id.expiration.ms`` (Kafka's rule); pauses for the event loop
-        between slices of partitions.  Returns how many were forgotten."""
-        now, max_idle = now_ms(), self.config["transactional.id.expiration.ms"]
-        expired = sum(p.producers.expire(now, max_idle) for p in yielding(list(self.partitions.values())))
-        if expired:
-            log.info("Broker %d forgot %d producer(s) idle for %d ms or more", self.broker_id, expired,
-                     max_idle)
-        return expired
-
-    def _delete_doomed_logs(self) -> None:
-        """Remove the renamed directories of deleted logs, in a native thread: unlinking
-        gigabytes takes a while, and the gevent loop keeps serving meanwhile.  Like
-        retention, this only deletes: a failure is logged and tried again."""
-        if self.log_manager is not None:
-            pool = gevent.get_hub().threadpool
-            self.log_manager.delete_doomed_logs(time.monotonic(), lambda path: pool.apply(shutil.rmtree, (path,)))
-
     # ---- controller requests --------------------------------------------------
 
     def _stale(self, kind: str, controller_id: int, epoch: int, correlation_id: int) -> bool:
@@ -357,11 +271,13 @@ class ReplicaManager:
             partition.make_leader(s, defer_checkpoint=True)
             transition = "become-leader"
         else:
+            fetches_on = current is not None and truncation.fetches_on(
+                current.leader, current.leader_epoch, s.leader, s.leader_epoch)
             partition.make_follower(s)
-            self._stop_fetching({s.tp})
-            if s.leader >= 0:
-                # KAFKA-7164: truncate on every epoch change, even with the same leader.
-                follow.setdefault(s.leader, set()).add(s.tp)
+            if not (fetches_on and self._fetch_on(s.tp, s.leader)):
+                self._stop_fetching({s.tp})
+                if s.leader >= 0:
+                    follow.setdefault(s.leader, set()).add(s.tp)
             transition = "become-follower"
         self.deferred_writes.add(partition.log)
         lines.info(f"Broker {self.broker_id} completed LeaderAndIsr request {source} for the "
@@ -387,6 +303,9 @@ class ReplicaManager:
             return
         fetcher = self.fetchers.get(leader)
         if fetcher is not None and fetcher.source != endpoint:
+            # A new address: everything this fetcher had starts over there (with a
+            # truncation round), the partitions that fetched on in this request too.
+            tps = tps | fetcher.fetching | fetcher.needs_truncation
             fetcher.stop()
             fetcher = None
         if fetcher is None:
@@ -399,6 +318,12 @@ class ReplicaManager:
                                      quota=self.follower_quota)
             self.fetchers[leader] = fetcher
         fetcher.add(tps)
+
+    def _fetch_on(self, tp: TopicPartition, leader: int) -> bool:
+        """Keep ``tp`` where it is in ``leader``'s fetcher, in its new epoch; False if it
+        is not there (fenced, failed, or never added): then it starts over."""
+        fetcher = self.fetchers.get(leader)
+        return fetcher is not None and fetcher.fetch_on(tp)
 
     def _stop_fetching(self, tps: set[TopicPartition]) -> None:
         self.failed_partitions.difference_update(tps)

@@ -71,3 +71,22 @@ def decide_truncation(leader_epoch: int, leader_end: int, follower_epoch_end: tu
         # largest epoch below it is from epochs the leader never had.
         return Truncation(min(follower_end, log_end_offset), False)
     return Truncation(min(leader_end, follower_end, log_end_offset), True)
+
+
+def fetches_on(old_leader: int, old_epoch: int, new_leader: int, new_epoch: int) -> bool:
+    """Whether a follower keeps its place across a LeaderAndIsr, with no new truncation round.
+
+    Kafka's rule since 2.1 (KAFKA-7164): only when the leader stays and the epoch moves
+    by exactly one, which is the controller shrinking the ISR (a follower died or is
+    shutting down).  The leader then led without a break, never truncating, and this
+    follower, which fetched only from it, holds a prefix of its log.  A skipped epoch
+    may hide another leader in between whose records this log still holds, so it
+    truncates again, as after any change of leader.  (A follower still truncating, or
+    one fenced or failed in its fetcher, is the caller's to send through a round.)
+
+    >>> fetches_on(1, 4, 1, 5), fetches_on(1, 4, 1, 6), fetches_on(1, 4, 2, 5)
+    (True, False, False)
+    >>> fetches_on(-1, 4, 1, 5)     # stopped, or led by none: it starts over
+    False
+    """
+    return old_leader >= 0 and new_leader == old_leader and new_epoch == old_epoch + 1

@@ -57,6 +57,9 @@ class SimReplicaManager(ReplicaManager):
         for tp in sorted(tps):
             self._process.fetcher(tp).start(leader)
 
+    def _fetch_on(self, tp, leader) -> bool:
+        return self._process.fetcher(tp).fetch_on(leader)
+
     def _stop_fetching(self, tps) -> None:
         for tp in sorted(tps):
             self._process.fetcher(tp).stop()

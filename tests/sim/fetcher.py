@@ -73,6 +73,14 @@ class SimFetcher:
         self.leader, self.state = leader, "truncating"
         self._next(0)
 
+    def fetch_on(self, leader: int) -> bool:
+        """As ``ReplicaFetcher.fetch_on``: the same leader in its next epoch keeps this
+        fetcher where it is (truncating or fetching); its next request names the new epoch."""
+        if self.state == "idle" or self.leader != leader:
+            return False
+        self._world.stats["epoch changes fetched on without truncating"] += 1
+        return True
+
     def stop(self) -> None:
         self.generation += 1
         self.leader, self.state = None, "idle"
@@ -120,7 +128,7 @@ class SimFetcher:
                                      f"B{me} follows it in epoch {asked_in}")
                 return leader.data_apis.offsets_for_leader_epoch(request, EPOCH_VERSION)
             net.request(self.process, self.leader, answer,
-                        answered(self._on_epoch_answer), failed, timeout,
+                        answered(lambda r: self._on_epoch_answer(r, asked_in)), failed, timeout,
                         f"B{me} OffsetsForLeaderEpoch({tp}, epoch {epoch})")
             return f"asks B{self.leader} where epoch {epoch} ends"
         if self.state == "fetching":
@@ -132,8 +140,9 @@ class SimFetcher:
                             "fetch_offset": offset,
                             "log_start_offset": p.log.log_start_offset,
                             "partition_max_bytes": max_bytes}]}]}
+            sent_in = p.leader_epoch
             net.request(self.process, self.leader, lambda leader: self._serve_fetch(leader, request),
-                        answered(self._on_fetch_answer), failed, timeout,
+                        answered(lambda r: self._on_fetch_answer(r, sent_in)), failed, timeout,
                         f"B{me} Fetch({tp}, offset {offset})")
             return f"fetches from B{self.leader} at offset {offset}"
         request = {"replica_id": me, "topics": [{"name": tp.topic, "partitions": [
@@ -156,10 +165,10 @@ class SimFetcher:
 
     # ---- answers -------------------------------------------------------------
 
-    def _on_epoch_answer(self, response: dict) -> str:
+    def _on_epoch_answer(self, response: dict, asked_in: int) -> str:
         entry = response["topics"][0]["partitions"][0]
         if entry["error_code"] == ErrorCode.FENCED_LEADER_EPOCH:
-            return self._fenced()
+            return self._fenced(asked_in)
         if entry["error_code"] != ErrorCode.NONE:
             self._next(EPOCH_RETRY_MS)
             return f"leader not ready ({error_name(entry['error_code'])}); asking again"
@@ -192,7 +201,7 @@ class SimFetcher:
         self._next(0)
         return said
 
-    def _on_fetch_answer(self, response: dict) -> str:
+    def _on_fetch_answer(self, response: dict, sent_in: int) -> str:
         entry = response["responses"][0]["partitions"][0]
         error = entry["error_code"]
         p = self._partition()
@@ -212,7 +221,7 @@ class SimFetcher:
             return (f"+{got} -> LEO {p.log.log_end_offset}, HW {p.high_watermark} "
                     f"(leader HW {entry['high_watermark']})")
         if error == ErrorCode.FENCED_LEADER_EPOCH:
-            return self._fenced()
+            return self._fenced(sent_in)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             self._world.stats["fetches out of range"] += 1
             self.state = "listing"
@@ -221,8 +230,13 @@ class SimFetcher:
         self._next(BACKOFF_MS)
         return f"{error_name(error)}; backing off"
 
-    def _fenced(self) -> str:
-        """As replica_fetcher: out of the fetcher until the LeaderAndIsr of the new epoch."""
+    def _fenced(self, sent_in: int) -> str:
+        """As replica_fetcher: out of the fetcher until the LeaderAndIsr of the new epoch,
+        unless that came while the request was out (it fetched on): then ask again in it."""
+        if self._partition().leader_epoch > sent_in:
+            self._world.stats["fenced in an epoch already left"] += 1
+            self._next(0)
+            return f"FENCED_LEADER_EPOCH for epoch {sent_in}, left meanwhile: asking again"
         self._world.stats["fenced by a newer leader epoch"] += 1
         self.generation += 1
         self.state = "idle"

@@ -28,8 +28,9 @@ _CLOCK_USERS = (
     ("kafka_ha.broker.partition", "now_ms"),
     ("kafka_ha.broker.partition", "monotonic_ms"),
     ("kafka_ha.broker.data_apis", "now_ms"),
-    ("kafka_ha.broker.replica_manager", "now_ms"),
     ("kafka_ha.broker.replica_manager", "monotonic_ms"),
+    ("kafka_ha.broker.replica_log_tasks", "now_ms"),
+    ("kafka_ha.broker.replica_log_tasks", "monotonic_ms"),
 )
 
 

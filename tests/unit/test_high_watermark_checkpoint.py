@@ -4,7 +4,7 @@ At 10,000 partitions sorting, rendering and fsyncing the file held the event loo
 0.1-0.27 s every 5 s, on an idle broker too: it is written in a native thread, and not
 at all while no high watermark moved since the last write.
 """
-from kafka_ha.broker import replica_manager as rm_module
+from kafka_ha.broker import replica_log_tasks as rm_module
 from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.config import BrokerConfig
 from kafka_ha.log import LogConfig, LogManager
