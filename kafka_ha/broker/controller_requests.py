@@ -115,10 +115,32 @@ def request_problem(api_key: int, version: int, request: dict[str, Any]) -> str 
     return None
 
 
+#: ``(timeout_s) -> this broker's epoch`` (its registration's czxid), waiting up to the
+#: timeout while it registers; None if it has not registered by then.
+OwnEpoch = Callable[[float], "int | None"]
+# How long a controller request naming a broker epoch waits for this broker to register
+# (the controller learns the epoch from the registration, so a request that names one
+# while we are still registering can only be meant for a previous process of ours).
+OWN_EPOCH_WAIT_S = 10.0
+
+
+def stale_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
+    """KIP-380: a request addressed to an older registration of this broker id (a process
+    of ours that died, whose controller connection was reopened to us) is not ours to
+    apply.  -1 means the request's version carries no epoch (before v2/v5/v1).
+
+    >>> [stale_broker_epoch(*a) for a in ((-1, 9), (9, 9), (8, 9), (10, 9), (8, None))]
+    [False, False, True, False, True]
+    """
+    return request_epoch >= 0 and (own_epoch is None or request_epoch < own_epoch)
+
+
 class ControllerRequestGuard:
-    def __init__(self, broker_id: int, read_controller: ReadController) -> None:
+    def __init__(self, broker_id: int, read_controller: ReadController,
+                 own_epoch: OwnEpoch | None = None) -> None:
         self.broker_id = broker_id
         self._read_controller = read_controller
+        self.own_epoch = own_epoch    # set once the broker's registration exists
         self.verified: tuple[int, int] | None = None   # (controller id, epoch) ZooKeeper confirmed
 
     def admit(self, api_key: int, request: dict[str, Any], correlation_id: int,
@@ -131,6 +153,16 @@ class ControllerRequestGuard:
             log.warning("Broker %d refusing %s request correlation id %d claiming controller %d "
                         "epoch %d: %s", self.broker_id, kind, correlation_id, controller, epoch, problem)
             return ErrorCode.INVALID_REQUEST
+        request_epoch = request.get("broker_epoch", -1)
+        if request_epoch >= 0 and self.own_epoch is not None:
+            ours = self.own_epoch(OWN_EPOCH_WAIT_S)
+            if stale_broker_epoch(request_epoch, ours):
+                state_change.info(
+                    "Broker %d ignoring %s request correlation id %d from controller %d epoch %d "
+                    "with broker epoch %d, older than the current broker epoch %s: it was meant "
+                    "for a previous process of this broker", self.broker_id, kind, correlation_id,
+                    controller, epoch, request_epoch, ours)
+                return ErrorCode.STALE_BROKER_EPOCH
         if self.verified is not None and epoch < self.verified[1]:
             return ErrorCode.NONE     # stale: the handler refuses it with Kafka's log line
         if self.verified == (controller, epoch):

@@ -21,6 +21,7 @@ from kafka_ha.broker.replica_manager import ReplicaManager
 from kafka_ha.protocol.api import ADVERTISED_VERSIONS, ApiKey
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import RequestHeader, decode_request_body
+from kafka_ha.protocol.partition_states import ungrouped
 from kafka_ha.protocol.primitives import ProtocolError, Reader
 from kafka_ha.protocol.server import client_address
 
@@ -113,6 +114,8 @@ class KafkaApis:
         if api is None:
             raise UnhandledApi(f"api key {int(header.api_key)} is not served by this broker")
         body = decode_request_body(header, reader)
+        if header.api_key in CONTROLLER_APIS:
+            body = ungrouped(body)   # one layout for every version, from here on
         if self._controller_guard is not None and header.api_key in CONTROLLER_APIS:
             error = self._controller_guard.admit(header.api_key, body, header.correlation_id,
                                                  header.api_version)

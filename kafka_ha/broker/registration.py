@@ -56,7 +56,26 @@ class BrokerRegistration:
         self._started_ms = now_ms()
         self._watched_in: int | None = None   # the session whose registration we watch
         self.path = zn.BrokerIdZNode.path(info.broker_id)
+        # The broker epoch (KIP-380): the czxid of our current registration, which the
+        # controller names in its requests; None until registered.
+        self.epoch: int | None = None
+        self._epoch_known = Event()
         store.on_connected(self._on_connected)
+
+    def wait_for_epoch(self, timeout_s: float) -> int | None:
+        """Our broker epoch, waiting up to ``timeout_s`` while we register."""
+        self._epoch_known.wait(timeout=timeout_s)
+        return self.epoch
+
+    def _learn_epoch(self, session: int) -> None:
+        """Read back our registration's czxid (the create does not return it)."""
+        existing = self.store.registration(self.info.broker_id)
+        if existing is not None and existing.owner_session == session and existing.info is not None:
+            if existing.info.epoch != self.epoch:
+                log.info("Broker %d registered with broker epoch %d", self.info.broker_id,
+                         existing.info.epoch)
+            self.epoch = existing.info.epoch
+            self._epoch_known.set()
 
     def ensure_common_paths(self) -> None:
         self.store.ensure_persistent_paths()
@@ -77,6 +96,7 @@ class BrokerRegistration:
                 log.info("Registered broker %d at path %s with addresses: PLAINTEXT://%s:%d, "
                          "session 0x%x", self.info.broker_id, self.path, self.info.host,
                          self.info.port, session)
+                self._learn_epoch(session)
                 self._watch_registration()
                 return
             except ZkNodeExists:
@@ -87,6 +107,7 @@ class BrokerRegistration:
             owner = existing.owner_session
             if owner == session:
                 log.info("Broker %d is already registered by this session", self.info.broker_id)
+                self._learn_epoch(session)
                 self._watch_registration()
                 return
             if owner in self._our_sessions:

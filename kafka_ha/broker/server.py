@@ -155,6 +155,7 @@ class KafkaServer:
                           endpoints=(zn.endpoint_string(adv_host, adv_port),),
                           rack=cfg["broker.rack"] or None)
         registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
+        guard.own_epoch = registration.wait_for_epoch
         until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
                                 gevent.sleep)
         self.metadata.cluster_id = until_zookeeper_answers("reading the cluster id", self._cluster_id,

@@ -17,12 +17,15 @@ from kafka_ha.controller.channel import ControllerChannel
 from kafka_ha.cooperative import yielding
 from kafka_ha.model import BrokerInfo, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.api import ApiKey
-from kafka_ha.protocol.framing import EncodedOnce
-from kafka_ha.protocol.partition_states import to_wire
+from kafka_ha.protocol.framing import EncodedOnce, EncodedOnceFor
+from kafka_ha.protocol.partition_states import grouped_by_topic, to_wire
 from kafka_ha.state_change_log import StateChangeBatch
 
 
-UPDATE_METADATA_VERSION = 2   # the first that carries each broker's rack (broker.rack)
+# The first versions that name the broker epoch (KIP-380, Kafka 2.2): a broker refuses a
+# request meant for a previous process of its id (one restarted before the controller
+# noticed) instead of taking that process's leaderships.  UpdateMetadata v5 carries racks.
+LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 2, 5, 1
 
 
 
@@ -86,6 +89,17 @@ class RequestBatch:
             merged[b] = {**self.update_metadata.get(b, {}), **self.metadata_for_all}
         return merged
 
+    def _broker_epoch(self, broker_id: int) -> int:
+        info = self.live_brokers.get(broker_id)
+        return info.epoch if info is not None else -1
+
+    def _metadata_body(self, entries: list[dict], brokers_payload: list[dict]) -> EncodedOnce:
+        """UpdateMetadata v5, encoded once for every broker it goes to (EncodedOnceFor
+        writes each one's broker epoch in); the flat list rides along as for LeaderAndIsr."""
+        return EncodedOnce(controller_id=self.controller_id, controller_epoch=self.epoch,
+                           broker_epoch=-1, partition_states=entries,
+                           topic_states=grouped_by_topic(entries), live_brokers=brokers_payload)
+
     def send(self, channel: ControllerChannel, on_acked: Callable[[float], None] | None = None,
              on_stop_replica: Callable[[int, dict], None] | None = None) -> None:
         """Send everything; ``on_acked(ms)`` runs once every LeaderAndIsr is answered,
@@ -94,7 +108,8 @@ class RequestBatch:
         lines = StateChangeBatch()
         acks: list[AsyncResult] = []
         brokers_payload = [{"id": b.broker_id, "rack": b.rack, "endpoints": [
-                               {"port": b.port, "host": b.host, "security_protocol": 0}]}
+                               {"port": b.port, "host": b.host, "listener": "PLAINTEXT",
+                                              "security_protocol": 0}]}
                            for b in self.live_brokers.values()]
         # A state goes to every broker, in UpdateMetadata and LeaderAndIsr: built once,
         # and a body that every broker gets alike is encoded once (10k states: ~30 ms each).
@@ -108,13 +123,12 @@ class RequestBatch:
         shared: EncodedOnce | None = None
         for broker_id, states in self._metadata_by_broker().items():
             own = bool(self.update_metadata.get(broker_id))
-            body = shared if shared is not None and not own else EncodedOnce(
-                controller_id=self.controller_id, controller_epoch=self.epoch,
-                partition_states=[wired(s) for s in yielding(states.values())],
-                live_brokers=brokers_payload)
+            body = shared if shared is not None and not own else self._metadata_body(
+                [wired(s) for s in yielding(states.values())], brokers_payload)
             if not own:
                 shared = body
-            channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)
+            channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                         EncodedOnceFor(body, self._broker_epoch(broker_id)))
         for broker_id, states in self.leader_and_isr.items():
             leaders = {s.leader for s in states.values()}
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
@@ -124,12 +138,14 @@ class RequestBatch:
                 kind = "become-leader" if s.leader == broker_id else "become-follower"
                 lines.info(f"{prefix} {kind} LeaderAndIsr {s.describe()} for partition {s.tp} "
                            f"from broker {broker_id}")
+            entries = [wired(s) for s in yielding(states.values())]
+            # (the flat list rides along unencoded: the fake channel of the tests reads it)
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
-                    "partition_states": [wired(s) for s in yielding(states.values())],
-                    "live_leaders": live_leaders}
+                    "broker_epoch": self._broker_epoch(broker_id), "partition_states": entries,
+                    "topic_states": grouped_by_topic(entries), "live_leaders": live_leaders}
             ack = AsyncResult()
             acks.append(ack)
-            if not channel.send(broker_id, ApiKey.LEADER_AND_ISR, 0, body,
+            if not channel.send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, body,
                                 lambda _b, resp, ack=ack: ack.set(resp)):
                 ack.set(None)
         for (broker_id, delete), tps in self.stop_replica.items():
@@ -137,10 +153,14 @@ class RequestBatch:
                 lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "
                            f"StopReplica (delete={str(delete).lower()}) for partition {tp} "
                            f"from broker {broker_id}")
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
-                    "delete_partitions": delete,
-                    "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps]}
-            channel.send(broker_id, ApiKey.STOP_REPLICA, 0, body, on_stop_replica)
+                    "broker_epoch": self._broker_epoch(broker_id), "delete_partitions": delete,
+                    "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps],
+                    "topics": [{"topic": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+            channel.send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, body, on_stop_replica)
         lines.emit()
         if on_acked is not None:
             def wait_for_acks() -> None:

@@ -158,9 +158,26 @@ _define(ApiKey.LEADER_AND_ISR, range(1, 2), Struct(
     ("live_leaders", Array(_BROKER_ADDRESS))),
     _PARTITION_ERRORS)
 
+# v2 (KIP-380, Kafka 2.2) adds the broker epoch the controller addressed (the czxid of the
+# broker's registration, so a restarted broker refuses what was meant for its previous
+# process) and groups the partitions by topic.
+_V2_PARTITION_STATE = Struct(*(f for f in _PARTITION_STATE.fields if f[0] != "topic"))
+_BROKER_EPOCH = ("broker_epoch", INT64)
+_define(ApiKey.LEADER_AND_ISR, range(2, 3), Struct(
+    *_CONTROL_HEADER, _BROKER_EPOCH, ("topic_states", Array(Struct(
+        ("topic", STRING), ("partition_states", Array(Struct(
+            *_V2_PARTITION_STATE.fields, ("is_new", BOOLEAN))))))),
+    ("live_leaders", Array(_BROKER_ADDRESS))),
+    _PARTITION_ERRORS)
+
 _define(ApiKey.STOP_REPLICA, range(0, 1), Struct(
     *_CONTROL_HEADER, ("delete_partitions", BOOLEAN),
     ("partitions", Array(_TOPIC_PARTITION))),
+    _PARTITION_ERRORS)
+
+_define(ApiKey.STOP_REPLICA, range(1, 2), Struct(
+    *_CONTROL_HEADER, _BROKER_EPOCH, ("delete_partitions", BOOLEAN),
+    ("topics", Array(Struct(("topic", STRING), ("partition_indexes", Array(INT32)))))),
     _PARTITION_ERRORS)
 
 _define(ApiKey.UPDATE_METADATA, range(0, 1), Struct(
@@ -186,6 +203,15 @@ for _v in range(2, 5):
                                       ("endpoints", Array(_ENDPOINT_V3 if _v >= 3 else _ENDPOINT)),
                                       ("rack", NULLABLE_STRING))))),
         _ERROR_ONLY)
+
+# v5 (KIP-380): the broker epoch, and the partitions grouped by topic.
+_define(ApiKey.UPDATE_METADATA, range(5, 6), Struct(
+    *_CONTROL_HEADER, _BROKER_EPOCH, ("topic_states", Array(Struct(
+        ("topic", STRING), ("partition_states", Array(Struct(
+            *_V2_PARTITION_STATE.fields, ("offline_replicas", Array(INT32)))))))),
+    ("live_brokers", Array(Struct(("id", INT32), ("endpoints", Array(_ENDPOINT_V3)),
+                                  ("rack", NULLABLE_STRING))))),
+    _ERROR_ONLY)
 
 _define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)), Struct(
     ("error_code", INT16), ("remaining_partitions", Array(_TOPIC_PARTITION))))

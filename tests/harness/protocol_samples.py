@@ -215,6 +215,21 @@ REQUESTS = {
         "controller_id": 1, "controller_epoch": 5, "partition_states": [PARTITION_STATE],
         "live_brokers": [{"id": 1, "endpoints": [
             {"port": 9092, "host": "broker1", "security_protocol": 0}]}]},
+    # KIP-380 (Kafka 2.2): the broker epoch, and partitions grouped by topic
+    (K.LEADER_AND_ISR, 2): {
+        "controller_id": 1, "controller_epoch": 5, "broker_epoch": 0x1234,
+        "topic_states": [{"topic": "orders", "partition_states": [
+            {k: v for k, v in PARTITION_STATE.items() if k != "topic"} | {"is_new": False}]}],
+        "live_leaders": [{"id": 2, "host": "broker2", "port": 9092}]},
+    (K.UPDATE_METADATA, 5): {
+        "controller_id": 1, "controller_epoch": 5, "broker_epoch": 0x1234,
+        "topic_states": [{"topic": "orders", "partition_states": [
+            {k: v for k, v in PARTITION_STATE.items() if k != "topic"} | {"offline_replicas": [3]}]}],
+        "live_brokers": [{"id": 1, "rack": "r1", "endpoints": [
+            {"port": 9092, "host": "broker1", "listener": "PLAINTEXT", "security_protocol": 0}]}]},
+    (K.STOP_REPLICA, 1): {
+        "controller_id": 1, "controller_epoch": 5, "broker_epoch": 0x1234, "delete_partitions": True,
+        "topics": [{"topic": "orders", "partition_indexes": [3]}]},
     (K.CONTROLLED_SHUTDOWN, 0): {"broker_id": 3},
     (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
     **{(K.OFFSETS_FOR_LEADER_EPOCH, v): {"topics": [
@@ -251,10 +266,10 @@ RESPONSES = {
     **{(K.API_VERSIONS, v): api_versions_response(v) for v in range(4)},
     **ADMIN_ELECTION_RESPONSES,
     **{(K.METADATA, v): _metadata_response(v) for v in range(8)},
-    **{(K.LEADER_AND_ISR, v): PARTITION_ERRORS for v in range(2)},
-    (K.STOP_REPLICA, 0): PARTITION_ERRORS,
+    **{(K.LEADER_AND_ISR, v): PARTITION_ERRORS for v in range(3)},
+    **{(K.STOP_REPLICA, v): PARTITION_ERRORS for v in range(2)},
     (K.UPDATE_METADATA, 0): {"error_code": 0},
-    **{(K.UPDATE_METADATA, v): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for v in range(1, 5)},
+    **{(K.UPDATE_METADATA, v): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for v in range(1, 6)},
     **{(K.CONTROLLED_SHUTDOWN, v): {"error_code": 0, "remaining_partitions": [
         {"topic": "orders", "partition": 3}]} for v in range(2)},
     (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [

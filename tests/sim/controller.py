@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 
+from kafka_ha.broker.controller_requests import stale_broker_epoch
 from kafka_ha.controller import election
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.partition_states import to_wire
@@ -263,7 +264,8 @@ class SimController:
 
     def _send(self, broker: int, kind: str, body: dict) -> None:
         self._correlation += 1
-        body = {"controller_id": self.process.broker_id, "controller_epoch": self.epoch, **body}
+        body = {"controller_id": self.process.broker_id, "controller_epoch": self.epoch,
+                "broker_epoch": self.live.get(broker, -1), **body}
         self._channels.setdefault(broker, deque()).append((kind, body, self._correlation))
         self._drain(broker)
 
@@ -286,7 +288,18 @@ class SimController:
             if target is None or cut:
                 world.sched.at(RETRY_MS, lambda: self._drain(broker), f"{self} retries B{broker}")
                 return f"{kind} to B{broker} not delivered; will retry"
+            # KIP-380, as the broker's request guard: it waits until it has registered,
+            # and refuses a request addressed to an older registration of its id.
+            addressed = body["broker_epoch"]
+            if addressed >= 0 and target.broker_epoch < 0:
+                world.sched.at(RETRY_MS, lambda: self._drain(broker), f"{self} retries B{broker}")
+                return f"{kind} to {target} waits: not registered yet"
             queue.popleft()
+            if stale_broker_epoch(addressed, target.broker_epoch):
+                world.stats["requests refused for an older broker epoch"] += 1
+                self._drain(broker)
+                return (f"{target} refuses {kind} with STALE_BROKER_EPOCH: addressed to broker epoch "
+                        f"{addressed}, its own is {target.broker_epoch}")
             if kind == "LeaderAndIsr":
                 answer = target.rm.leader_and_isr(body, correlation)
                 errors = [e["error_code"] for e in answer["partition_errors"]]

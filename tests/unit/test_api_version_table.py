@@ -18,6 +18,7 @@ from kafka_ha.protocol.api import (ADVERTISED_VERSIONS, REQUEST_SCHEMAS, SUPPORT
                                    ApiKey, api_versions_entries)
 from kafka_ha.protocol.errors import ErrorCode
 from kafka_ha.protocol.framing import decode_request_body, decode_response, encode_request
+from kafka_ha.protocol.partition_states import ungrouped
 from tests.harness.protocol_samples import REQUESTS, api_versions_response
 from tests.harness.raw_socket import assert_closed_by_peer, raw_connect, recv_frame, serving
 
@@ -154,7 +155,7 @@ def test_new_layouts_match_kafkas_message_definitions(key_version):
         assert same_layout(mine, theirs), (kind, mine, theirs)
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_update_metadata_of_kafka_2_1_layouts_is_applied(version):
     """Rack, listener name and offline replicas are read and set aside: the cache keeps the
     first endpoint and derives offline replicas from the live brokers itself."""
@@ -165,7 +166,8 @@ def test_update_metadata_of_kafka_2_1_layouts_is_applied(version):
                            REQUESTS[(K.UPDATE_METADATA, version)])
     from kafka_ha.protocol.framing import decode_request
     header, reader = decode_request(frame[4:])
-    assert cache.update(decode_request_body(header, reader), version, 3) == {"error_code": 0}
+    body = ungrouped(decode_request_body(header, reader))   # v5 groups by topic (KIP-380)
+    assert cache.update(body, version, 3) == {"error_code": 0}
     assert (cache.brokers[1].host, cache.brokers[1].port) == ("broker1", 9092)
     assert cache.partition(TopicPartition("orders", 3)).leader_epoch == 7
     partition = cache.topic_metadata("orders")["partitions"][0]

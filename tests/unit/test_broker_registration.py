@@ -40,6 +40,7 @@ def test_registering_while_disconnected_is_a_connection_loss():
 # broker) is waited out, and one with another address is a duplicate id.
 
 OURS, OTHER = 0xA, 0xB
+CZXID = 0x1234
 ME = BrokerInfo(3, "127.0.0.1", 9093)
 
 
@@ -60,7 +61,7 @@ class OneRegistration:
     def create_registration(self, info):
         if self.node is not None:
             raise ZkNodeExists("/brokers/ids/3")
-        self.node = (info, OURS)
+        self.node = (replace(info, epoch=CZXID), OURS)   # read back with the node's czxid
 
     def registration(self, broker_id):
         if self.node is None:
@@ -102,3 +103,12 @@ def test_one_with_another_address_is_a_second_broker_with_our_id():
     with pytest.raises(DuplicateBrokerId):
         BrokerRegistration(store, ME, 6000).register()
     assert store.deleted_owners == []
+
+
+def test_the_broker_epoch_is_the_czxid_of_our_registration_and_waits_for_it():
+    """KIP-380: the broker's request guard compares the broker epoch a controller request
+    names with this one; until the broker has registered there is none."""
+    reg = BrokerRegistration(OneRegistration(), ME, 6000)
+    assert reg.wait_for_epoch(0.01) is None
+    reg.register()
+    assert reg.wait_for_epoch(0) == CZXID

@@ -9,7 +9,7 @@ from kafka_ha.controller import events as ev
 from kafka_ha.model import LeaderAndIsr, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.errors import ErrorCode
-from kafka_ha.protocol.framing import EncodedOnce
+from kafka_ha.protocol.framing import EncodedOnce, encode_request
 from kafka_ha.zk import admin_znodes as azn
 from tests.harness.controller_driver import new_cluster, states
 from tests.harness.fake_controller_store import change_isr
@@ -222,7 +222,14 @@ def test_brokers_told_the_same_states_share_one_body_encoded_once():
     brokers.kill(2)
     controller.run_pending()
     first, second = (controller.channel.sent(ApiKey.UPDATE_METADATA, b)[-1].body for b in (1, 3))
-    assert isinstance(first, EncodedOnce) and first is second
+    # each addressed to its broker's registration (KIP-380), one encoding shared by both
+    assert isinstance(first.shared, EncodedOnce) and first.shared is second.shared
+    assert (first["broker_epoch"], second["broker_epoch"]) == tuple(
+        controller.ctx.live_brokers[b].epoch for b in (1, 3))
+    for body in (first, second):
+        plain = {**body.shared, "broker_epoch": body["broker_epoch"]}
+        assert encode_request(ApiKey.UPDATE_METADATA, 5, 9, "c", body) == \
+            encode_request(ApiKey.UPDATE_METADATA, 5, 9, "c", plain)
     assert {s["partition"] for s in first["partition_states"]} == {0, 1}
     # and the LeaderAndIsr of a broker carries the very entries of that body
     lai = controller.channel.sent(ApiKey.LEADER_AND_ISR, 1)[-1].body

@@ -33,7 +33,9 @@ def test_every_schema_has_a_sample_and_versions_table_matches():
     # nothing is hidden from clients any more (the ranges: test_api_version_table.py)
     assert ADVERTISED_VERSIONS == SUPPORTED_VERSIONS
     assert SUPPORTED_VERSIONS[K.API_VERSIONS] == (0, 3)
-    assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 4)
+    assert SUPPORTED_VERSIONS[K.UPDATE_METADATA] == (0, 5)
+    assert SUPPORTED_VERSIONS[K.LEADER_AND_ISR] == (0, 2)
+    assert SUPPORTED_VERSIONS[K.STOP_REPLICA] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DELETE_GROUPS] == (0, 1)
     assert SUPPORTED_VERSIONS[K.DESCRIBE_CONFIGS] == (0, 2)
     assert SUPPORTED_VERSIONS[K.INCREMENTAL_ALTER_CONFIGS] == (0, 0)
