@@ -102,7 +102,7 @@ def test_broker_api_versions_tool(cluster):
         for expected in ("Produce(0): 0 to 7 [usable: 7]", "Fetch(1): 0 to 10 [usable: 10]",
                          "Metadata(3): 0 to 7 [usable: 7]", "OffsetCommit(8): 0 to 6 [usable: 6]",
                          "OffsetFetch(9): 0 to 5 [usable: 5]", "JoinGroup(11): 0 to 3 [usable: 3]",
-                         "StopReplica(5): 0 [usable: 0]", "InitProducerId(22): 0 to 1 [usable: 1]",
+                         "StopReplica(5): 0 to 1 [usable: 1]", "InitProducerId(22): 0 to 1 [usable: 1]",
                          "OffsetForLeaderEpoch(23): 0 to 2 [usable: 2]",
                          "DeleteGroups(42): 0 to 1 [usable: 1]"):
             assert expected in lines, (expected, lines)
