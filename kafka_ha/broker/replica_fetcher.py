@@ -346,7 +346,7 @@ class ReplicaFetcher:
             self._handle_out_of_range(p)
             return False
         if error == ErrorCode.FENCED_LEADER_EPOCH:
-            sent = self._positions.get(p.tp)
+            sent = self._positions.get(p.tp)     # (LEO, max bytes, leader epoch, log start)
             if sent is not None and p.leader_epoch > sent[2]:
                 return False   # it fetched on into a newer epoch meanwhile: asks again in it
             self._fence(p)

@@ -56,11 +56,14 @@ class EncodedOnce(dict):
         super().__init__(*args, **fields)
         self._encoded: dict[Any, bytes] = {}
 
-    def encode_with(self, schema: Any, writer: Writer) -> None:
+    def encoded(self, schema: Any) -> bytes:
         data = self._encoded.get(schema)
         if data is None:
             data = self._encoded[schema] = schema.to_bytes(self)
-        writer.raw(data)
+        return data
+
+    def encode_with(self, schema: Any, writer: Writer) -> None:
+        writer.raw(self.encoded(schema))
 
 
 class EncodedOnceFor(EncodedOnce):
@@ -77,9 +80,7 @@ class EncodedOnceFor(EncodedOnce):
 
     def encode_with(self, schema: Any, writer: Writer) -> None:
         assert schema.names[:3] == ("controller_id", "controller_epoch", "broker_epoch"), schema.names
-        data = self.shared._encoded.get(schema)
-        if data is None:
-            data = self.shared._encoded[schema] = schema.to_bytes(self.shared)
+        data = self.shared.encoded(schema)
         at = self.EPOCH_AT
         writer.raw(b"".join((data[:at], _BROKER_EPOCH.pack(self.broker_epoch), data[at + 8:])))
 
