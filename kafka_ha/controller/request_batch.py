@@ -153,13 +153,13 @@ class RequestBatch:
                 lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "
                            f"StopReplica (delete={str(delete).lower()}) for partition {tp} "
                            f"from broker {broker_id}")
-            by_topic: dict[str, list[int]] = {}
-            for tp in tps:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            partitions = [{"topic": tp.topic, "partition": tp.partition} for tp in tps]
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "broker_epoch": self._broker_epoch(broker_id), "delete_partitions": delete,
-                    "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in tps],
-                    "topics": [{"topic": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+                    "partitions": partitions,
+                    "topics": [{"topic": g["topic"],
+                                "partition_indexes": [e["partition"] for e in g["partition_states"]]}
+                               for g in grouped_by_topic(partitions)]}
             channel.send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, body, on_stop_replica)
         lines.emit()
         if on_acked is not None:
