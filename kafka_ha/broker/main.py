@@ -22,7 +22,7 @@ import gevent  # noqa: E402
 from gevent import monkey  # noqa: E402
 
 from kafka_ha import cooperative  # noqa: E402
-from kafka_ha.broker import logging_setup, stack_dumps  # noqa: E402
+from kafka_ha.broker import logging_setup, long_lived, stack_dumps  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
 from kafka_ha.config import BrokerConfig, ConfigError, parse_override  # noqa: E402
 from kafka_ha.protocol import primitives  # noqa: E402
@@ -69,6 +69,7 @@ def parse_args(args: list[str]) -> tuple[str, dict[str, str]] | None:
 def main(argv: list[str] | None = None) -> int:
     if not monkey.is_module_patched("socket"):
         monkey.patch_all()  # started through the console script entry point
+    long_lived.tune_collector()
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         print(USAGE)
