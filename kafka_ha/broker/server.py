@@ -73,6 +73,7 @@ class KafkaServer:
         self.store: BrokerStore | None = None
         self.topic_configs: TopicConfigs | None = None   # once ZooKeeper answers
         self.controller: KafkaController | None = None
+        self.registration: BrokerRegistration | None = None
         self.listener: ProtocolServer | None = None
         self.replica_manager: ReplicaManager | None = None
         self.isr_writer: IsrWriter | None = None
@@ -154,7 +155,7 @@ class KafkaServer:
         info = BrokerInfo(self.broker_id, adv_host, adv_port,
                           endpoints=(zn.endpoint_string(adv_host, adv_port),),
                           rack=cfg["broker.rack"] or None)
-        registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
+        registration = self.registration = BrokerRegistration(self.store, info, cfg.session_timeout_ms)
         guard.own_epoch = registration.wait_for_epoch
         until_zookeeper_answers("creating the common paths", registration.ensure_common_paths,
                                 gevent.sleep)
@@ -251,7 +252,8 @@ class KafkaServer:
 
     def _controlled_shutdown_request(self, body: dict, version: int) -> dict:
         timeout_s = self.config["controller.socket.timeout.ms"] / 1000
-        return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s)
+        return self.controller.request_controlled_shutdown(body["broker_id"], timeout_s,
+                                                           body.get("broker_epoch", -1))
 
     def _replication_quota(self, side: str) -> ReplicationQuota:
         """The leader's or the follower's quota (KIP-73), over this broker's topic configs."""
@@ -281,6 +283,7 @@ class KafkaServer:
         cfg = self.config
         if cfg["controlled.shutdown.enable"] and self.store is not None:
             controlled_shutdown(lambda: self.metadata.controller_id, self.broker_id, self._endpoint_of,
+                                self.registration.epoch if self.registration is not None else None,
                                 cfg["controlled.shutdown.max.retries"],
                                 cfg["controlled.shutdown.retry.backoff.ms"],
                                 cfg["controller.socket.timeout.ms"] / 1000)

@@ -30,6 +30,14 @@ def on_request(term: ControllerTerm | None, event: ev.ControlledShutdownRequest)
     if broker not in ctx.live_brokers:
         event.reply.set({"error_code": ErrorCode.BROKER_NOT_AVAILABLE, "remaining_partitions": []})
         return
+    current_epoch = ctx.live_brokers[broker].epoch
+    if 0 <= event.broker_epoch < current_epoch:
+        # Sent by a previous process of this broker (KIP-380): served, it would move the
+        # leaderships of the process registered now and mark that one shutting down.
+        log.info("Received controlled shutdown request from an old broker epoch %d for broker %d. "
+                 "Current broker epoch is %d.", event.broker_epoch, broker, current_epoch)
+        event.reply.set({"error_code": ErrorCode.STALE_BROKER_EPOCH, "remaining_partitions": []})
+        return
     ctx.shutting_down.add(broker)
     # Partitions of topics being deleted are left alone: no election for them.
     replicated = [tp for tp in ctx.outside_deletion(ctx.replicas_on({broker}))

@@ -84,6 +84,8 @@ class ControlledShutdownRequest:
 
     broker_id: int
     reply: Any
+    # The sender's broker epoch (v2, KIP-380); -1 when the request names none (v0 and v1).
+    broker_epoch: int = -1
     queued_ms: int = field(default_factory=monotonic_ms)   # for the handling line's timings
 
 

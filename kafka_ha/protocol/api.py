@@ -213,8 +213,13 @@ _define(ApiKey.UPDATE_METADATA, range(5, 6), Struct(
                                   ("rack", NULLABLE_STRING))))),
     _ERROR_ONLY)
 
-_define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)), Struct(
-    ("error_code", INT16), ("remaining_partitions", Array(_TOPIC_PARTITION))))
+_CONTROLLED_SHUTDOWN_RESPONSE = Struct(
+    ("error_code", INT16), ("remaining_partitions", Array(_TOPIC_PARTITION)))
+_define(ApiKey.CONTROLLED_SHUTDOWN, range(0, 2), Struct(("broker_id", INT32)),
+        _CONTROLLED_SHUTDOWN_RESPONSE)
+# v2 (KIP-380): the stopping broker's epoch, its registration's czxid.
+_define(ApiKey.CONTROLLED_SHUTDOWN, range(2, 3), Struct(("broker_id", INT32), _BROKER_EPOCH),
+        _CONTROLLED_SHUTDOWN_RESPONSE)
 
 _EPOCH_REQUEST_PARTITION = Struct(("partition", INT32), ("leader_epoch", INT32))
 _EPOCH_RESPONSE_PARTITION = Struct(

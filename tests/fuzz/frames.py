@@ -38,8 +38,9 @@ from kafka_ha.records.builder import Record, assemble_v2_batch, build_v2_batch, 
 
 FORGED_PREFIX = "forged-"
 # ControlledShutdown names the broker to shut down and carries no proof that the
-# sender is that broker (v2's broker epoch, KIP-380, is not served yet): any client
-# may ask. The fuzzer names only brokers that do not exist; the gap is a known issue.
+# sender is that broker: v2's broker epoch (KIP-380) fences a broker's previous process,
+# but a request that names none (-1, and v0-1) is served, as in Kafka. Any client may
+# ask. The fuzzer names only brokers that do not exist; the gap is a known issue.
 NO_SUCH_BROKER = 9999
 
 # Any client may create, delete, reconfigure, truncate or move topics (there are no ACLs, as
@@ -97,7 +98,8 @@ class FrameMaker:
     def _schema(self) -> Frame:
         key, version = self.rng.choice(self.keys)
         if key == ApiKey.CONTROLLED_SHUTDOWN:
-            return self._request(key, version, {"broker_id": NO_SUCH_BROKER}, "schema")
+            return self._request(key, version, {"broker_id": NO_SUCH_BROKER, "broker_epoch": -1},
+                                 "schema")
         topics = self.topics
         if key in ADMIN_WRITES:
             self.topics = [SCRATCH_TOPIC]

@@ -232,6 +232,7 @@ REQUESTS = {
         "topics": [{"topic": "orders", "partition_indexes": [3]}]},
     (K.CONTROLLED_SHUTDOWN, 0): {"broker_id": 3},
     (K.CONTROLLED_SHUTDOWN, 1): {"broker_id": 3},
+    (K.CONTROLLED_SHUTDOWN, 2): {"broker_id": 3, "broker_epoch": 0x1234},
     **{(K.OFFSETS_FOR_LEADER_EPOCH, v): {"topics": [
         {"topic": "orders", "partitions": [{"partition": 3, "leader_epoch": 6}]}]} for v in range(2)},
     (K.OFFSETS_FOR_LEADER_EPOCH, 2): {"topics": [{"topic": "orders", "partitions": [
@@ -271,7 +272,7 @@ RESPONSES = {
     (K.UPDATE_METADATA, 0): {"error_code": 0},
     **{(K.UPDATE_METADATA, v): {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH} for v in range(1, 6)},
     **{(K.CONTROLLED_SHUTDOWN, v): {"error_code": 0, "remaining_partitions": [
-        {"topic": "orders", "partition": 3}]} for v in range(2)},
+        {"topic": "orders", "partition": 3}]} for v in range(3)},
     (K.OFFSETS_FOR_LEADER_EPOCH, 0): {"topics": [{"topic": "orders", "partitions": [
         {"error_code": 0, "partition": 3, "end_offset": 120},
         {"error_code": 6, "partition": 4, "end_offset": -1}]}]},

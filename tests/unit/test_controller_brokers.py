@@ -17,9 +17,9 @@ from tests.harness.fake_controller_store import change_isr
 TP = TopicPartition("t", 0)
 
 
-def controlled_shutdown(controller, broker_id):
+def controlled_shutdown(controller, broker_id, broker_epoch=-1):
     reply = AsyncResult()
-    controller.handle(ev.ControlledShutdownRequest(broker_id, reply))
+    controller.handle(ev.ControlledShutdownRequest(broker_id, reply, broker_epoch))
     return reply.get(block=False)
 
 
@@ -168,6 +168,27 @@ def test_controlled_shutdown_moves_leadership_and_reports_what_it_still_leads():
     brokers.kill(2)  # it exits
     controller.run_pending()
     assert controller.ctx.shutting_down == set()
+
+
+def test_a_controlled_shutdown_from_a_previous_incarnation_is_refused():
+    """KIP-380: a ControlledShutdown that a broker's previous process sent, handled after the
+    broker restarted and registered again, would move the new process's leaderships away and
+    mark it shutting down.  v2 names the sender's broker epoch; an older one than the
+    registration the controller knows is refused with STALE_BROKER_EPOCH, and changes nothing."""
+    zk, brokers, controller = new_cluster((1, 2, 3), {"t": {0: (2, 1, 3)}})
+    old_epoch = controller.ctx.live_brokers[2].epoch
+    brokers.bounce(2)
+    controller.run_pending()
+    current = controller.ctx.live_brokers[2].epoch
+    assert current > old_epoch
+    before = states(zk, "t", [0])
+    assert controlled_shutdown(controller, 2, old_epoch) == {
+        "error_code": ErrorCode.STALE_BROKER_EPOCH, "remaining_partitions": []}
+    assert states(zk, "t", [0]) == before and controller.ctx.shutting_down == set()
+    # The current epoch is served, as is a request that names none (v0 and v1).
+    assert controlled_shutdown(controller, 2, current)["error_code"] == ErrorCode.NONE
+    assert controller.ctx.shutting_down == {2}
+    assert controlled_shutdown(controller, 2)["error_code"] == ErrorCode.NONE
 
 
 def test_the_stopping_broker_hears_of_what_it_led_and_stops_what_it_followed():
