@@ -33,6 +33,9 @@ _requests: dict[tuple[str, int], int] = defaultdict(int)   # (request, version) 
 # request -> [count per bucket..., count above the last bucket, sum_ms, count]
 _request_times: dict[str, list[float]] = {}
 _zk_request_times: list[float] = []   # as one of _request_times' lists
+# collector generation -> [count, seconds]; all three from the start (a quiet broker may
+# run no collection for minutes: its series then reads 0, rather than being absent)
+_collections: dict[int, list[float]] = {generation: [0, 0.0] for generation in range(3)}
 
 ISR_SHRINKS = "kafka_server_replicamanager_isrshrinks"
 ISR_EXPANDS = "kafka_server_replicamanager_isrexpands"
@@ -47,6 +50,7 @@ TOTAL_TIME = "kafka_network_requestmetrics_totaltimems"
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout"
 MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin"
+GC_TIME = "python_gc_collection_seconds"
 
 _COUNTER_HELP = {
     ISR_SHRINKS: "ISR shrinks written by this broker as leader (Kafka's IsrShrinksPerSec)",
@@ -112,6 +116,13 @@ def zk_request_done(elapsed_ms: float) -> None:
     if not _zk_request_times:
         _zk_request_times.extend([0.0] * (len(TIME_BUCKETS_MS) + 3))
     _observe(_zk_request_times, elapsed_ms)
+
+
+def collection_done(generation: int, seconds: float) -> None:
+    """The cycle collector ran (broker/gc_log.py); the broker's loop stood still meanwhile."""
+    counted = _collections.setdefault(generation, [0, 0.0])
+    counted[0] += 1
+    counted[1] += seconds
 
 
 def _observe(times: list[float], elapsed_ms: float) -> None:
@@ -300,6 +311,12 @@ class BrokerCollector:
             gauge(name, labels, value)
         yield from families.values()
 
+        collections = SummaryMetricFamily(
+            GC_TIME, "collections of CPython's cycle collector, and their time in seconds, per "
+            "generation (as the JVM's jvm_gc_collection_seconds)", labels=["generation"])
+        for generation, (n, seconds) in sorted(_collections.items()):
+            collections.add_metric([str(generation)], n, seconds)
+        yield collections
         for name, doc in _COUNTER_HELP.items():
             yield CounterMetricFamily(name, doc, value=_counts[name])
         yield SummaryMetricFamily(LEADER_ELECTION, "time of the controller's broker-change "
@@ -399,7 +416,7 @@ def exported_names() -> set[str]:
     """Every metric name a scrape can show, with the suffixes Prometheus sees."""
     names = set(_GAUGE_HELP)
     names |= {n + "_total" for n in (*_COUNTER_HELP, BYTES_IN, BYTES_OUT, MESSAGES_IN, REQUESTS)}
-    names |= {LEADER_ELECTION + "_count", LEADER_ELECTION + "_sum"}
+    names |= {name + suffix for name in (LEADER_ELECTION, GC_TIME) for suffix in ("_count", "_sum")}
     names |= {name + suffix for name in (TOTAL_TIME, ZK_LATENCY)
               for suffix in ("_count", "_sum", "_bucket")}
     return names

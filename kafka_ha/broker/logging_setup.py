@@ -21,7 +21,8 @@ FORMAT = "[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)"
 DATEFMT = "%Y-%m-%d %H:%M:%S"
 
 # logger name -> file, as Kafka's config/log4j.properties routes them
-ROUTES = {"kafka_ha.controller": "controller.log", LOGGER_NAME: "state-change.log"}
+ROUTES = {"kafka_ha.controller": "controller.log", LOGGER_NAME: "state-change.log",
+          "kafka_ha.gc": "kafkaServer-gc.log"}
 
 # Kafka's logger names (log4j.properties, kafka-configs --entity-type broker-loggers)
 # -> the Python loggers that do that work here; a name not listed is used as given.
@@ -96,6 +97,7 @@ def configure(log_dir: Path, level: int = logging.INFO, max_bytes: int = 1048576
         logger = logging.getLogger(logger_name)
         logger.addHandler(handler(file_name))
         # Controller lines also reach server.log (Kafka's additivity default);
-        # state-change lines are too many for it and stay in their own file.
-        logger.propagate = logger_name != LOGGER_NAME
+        # state-change lines are too many for it and stay in their own file, and the
+        # collector's lines are in theirs, as the JVM's GC log is.
+        logger.propagate = logger_name == "kafka_ha.controller"
     apply_levels(levels)

@@ -22,7 +22,7 @@ import gevent  # noqa: E402
 from gevent import monkey  # noqa: E402
 
 from kafka_ha import cooperative  # noqa: E402
-from kafka_ha.broker import logging_setup, long_lived, stack_dumps  # noqa: E402
+from kafka_ha.broker import gc_log, logging_setup, long_lived, stack_dumps  # noqa: E402
 from kafka_ha.broker.server import KafkaServer  # noqa: E402
 from kafka_ha.config import BrokerConfig, ConfigError, parse_override  # noqa: E402
 from kafka_ha.protocol import primitives  # noqa: E402
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = logging_setup.log_dir_for(path)
     logging_setup.configure(log_dir, max_bytes=config["logger.file.max.bytes"],
                             backups=config["logger.file.backups"], levels=config["logger.levels"])
+    gc_log.install()
     if config.ignored:
         # one %s per name: the flood guard cuts long arguments, and this list is long
         log.warning("Kafka properties accepted but not implemented, so ignored: "

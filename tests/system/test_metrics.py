@@ -163,6 +163,8 @@ def test_prometheus_sees_under_replication_after_kill_and_recovery(env):
         == {"": 3.0}
     zk_requests = prom.query("kafka_server_zookeeperclientmetrics_zookeeperrequestlatencyms_count > 0")
     assert set(zk_requests) == {"1", "2", "3"}
+    # each broker times its cycle collector (kafkaServer-gc.log has the long runs)
+    assert set(prom.query('python_gc_collection_seconds_count{generation="2"} >= 0')) == {"1", "2", "3"}
     elections_before = prom.query("kafka_controller_controllerstats_leaderelectionrateandtimems_count")
 
     victim = cluster.controller()

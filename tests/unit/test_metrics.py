@@ -269,6 +269,7 @@ def test_exported_names_match_a_scrape():
     metrics.bytes_out("names-topic", 1)
     metrics.request_done("Fetch", 11, 1.0)
     metrics.zk_request_done(2.0)
+    metrics.collection_done(0, 0.001)
     tp = TopicPartition("n", 0)
     ctx = controller_context({tp: LeaderAndIsr(1, 0, (1,), 1)}, {tp: (1,)}, {1})
     samples, _ = scrape(Source([partition("n", 0, BROKER, (1,), (1,))], ctx=ctx,
