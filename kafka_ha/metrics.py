@@ -120,7 +120,7 @@ def zk_request_done(elapsed_ms: float) -> None:
 
 def collection_done(generation: int, seconds: float) -> None:
     """The cycle collector ran (broker/gc_log.py); the broker's loop stood still meanwhile."""
-    counted = _collections.setdefault(generation, [0, 0.0])
+    counted = _collections[generation]
     counted[0] += 1
     counted[1] += seconds
 

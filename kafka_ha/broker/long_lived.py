@@ -24,7 +24,7 @@ what freezing cannot reach: the objects of requests in flight.  With CPython's d
 of requests, whose objects live across a few switches of the loop, was promoted to the
 old generation faster than it died, and a full collection followed every second or so.
 At 10,000 partitions a survivor spent 1.4-2.0 s of the 20 s after a kill -9 collecting,
-most of it in five or six full collections of 200-500 ms each, on the loop.  With
+most of it in five or six full collections of 150-500 ms each, on the loop.  With
 50,000 allocations between young collections most of those objects are gone before the
 first one: in the same runs no full collection ran at all.  The young generation is
 bigger, so each young collection takes longer (tens of milliseconds); cycles are found
