@@ -123,8 +123,7 @@ class KafkaController:
     def enqueue(self, event: object) -> None:
         self.loop.put(event)
 
-    def request_controlled_shutdown(self, broker_id: int, timeout_s: float,
-                                    broker_epoch: int = -1) -> dict:
+    def request_controlled_shutdown(self, broker_id: int, timeout_s: float, broker_epoch: int = -1) -> dict:
         """Called by the request handler of ControlledShutdown (key 7); waits for the loop's answer."""
         reply = AsyncResult()
         self.loop.put(ev.ControlledShutdownRequest(broker_id, reply, broker_epoch))
