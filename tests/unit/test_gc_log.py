@@ -7,7 +7,6 @@ import logging
 
 import pytest
 
-from kafka_ha import metrics
 from kafka_ha.broker import gc_log, logging_setup
 from tests.unit.test_metrics import Source, scrape
 from tests.unit.test_server_properties import clean_logging  # noqa: F401  (a fixture)
