@@ -9,7 +9,6 @@ import pytest
 
 from kafka_ha.broker import gc_log, logging_setup
 from tests.unit.test_metrics import Source, scrape
-from tests.unit.test_server_properties import clean_logging  # noqa: F401  (a fixture)
 
 
 class Clock:

@@ -76,27 +76,6 @@ def test_server_start_arguments():
         parse_args(["s.yaml", "--override", "novalue"])
 
 
-@pytest.fixture
-def clean_logging():
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    routed = {n: logging.getLogger(n).handlers[:] for n in logging_setup.ROUTES}
-    yield
-    for h in root.handlers[:]:
-        if h not in saved[0]:
-            root.removeHandler(h)
-            h.close()
-    root.setLevel(saved[1])
-    for name, handlers in routed.items():
-        logger = logging.getLogger(name)
-        for h in logger.handlers[:]:
-            if h not in handlers:
-                logger.removeHandler(h)
-                h.close()
-        logger.propagate = True
-    logging_setup.apply_levels((), (("kafka.controller", "INFO"), ("kafka", "INFO")))
-
-
 def test_files_rotate_and_keep_at_most_the_configured_backups(tmp_path, clean_logging):
     logging_setup.configure(tmp_path, max_bytes=2048, backups=2)
     controller = logging.getLogger("kafka_ha.controller")
