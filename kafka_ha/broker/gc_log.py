@@ -24,6 +24,7 @@ from typing import Callable
 import gevent
 
 from kafka_ha import metrics
+from kafka_ha.state_change_log import StateChangeBatch
 
 LOGGER_NAME = "kafka_ha.gc"
 LOGGED_MS = 10.0         # shorter collections are only counted
@@ -71,10 +72,11 @@ class CollectorLog:
         return lines
 
     def write(self, logger: logging.Logger) -> None:
-        lines = self.take_lines()
-        if lines:
-            # One record (formatted a line each): as the state-change batches are.
-            logger.info("\n".join(lines))
+        """The lines since the last write, as one record formatted a line each."""
+        batch = StateChangeBatch(logger)
+        for line in self.take_lines():
+            batch.info(line)
+        batch.emit()
 
 
 def install() -> CollectorLog:
