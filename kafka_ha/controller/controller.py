@@ -18,7 +18,7 @@ from gevent.event import AsyncResult
 
 from kafka_ha import metrics
 from kafka_ha.config import BrokerConfig, topic_setting
-from kafka_ha.controller import controlled_shutdown, election, events as ev
+from kafka_ha.controller import broker_failure, controlled_shutdown, election, events as ev
 from kafka_ha.controller.channel import ControllerChannel
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.event_loop import EventLoop
@@ -335,29 +335,8 @@ class KafkaController:
             self.deletion.resume(term)
 
     def _on_broker_failure(self, term: ControllerTerm, dead: set[int]) -> None:
-        started = time.monotonic()
-        ctx = term.ctx
-        # Topics being deleted keep their states: a new one would send LeaderAndIsr to
-        # brokers that deleted the logs already (TopicDeletion.on_broker_failure waits).
-        affected = sorted(ctx.outside_deletion(ctx.replicas_on(dead)))
-        live = ctx.live_broker_ids - dead
-        # The live brokers go out before the elections' writes (design.md §3): a client asking
-        # meanwhile sees the partitions leaderless, not led by a broker it keeps dialling.
-        announce, batch = term.new_batch(), term.new_batch()
-        announce.live_brokers = batch.live_brokers = {b: i for b, i in ctx.live_brokers.items()
-                                                      if b not in dead}
-        announce.add_update_metadata(batch.live_brokers, [])
-        announce.send(term.channel)
-        changed = term.psm.change(affected, self._decide_for_live(term, live), batch)
-        written_ms = (time.monotonic() - started) * 1000
-        led = sum(1 for s in changed.values() if s.leader >= 0)
-
-        def acked(ms: float) -> None:
-            log.info("Broker failure %s handled: %d partitions affected, %d state znodes written "
-                     "(%d with a leader) in %.0f ms; LeaderAndIsr acknowledged %.0f ms after the "
-                     "event started", sorted(dead), len(affected), len(changed), led, written_ms,
-                     written_ms + ms)
-        batch.send(term.channel, on_acked=acked)
+        live = term.ctx.live_broker_ids - dead
+        broker_failure.on_broker_failure(term, dead, self._decide_for_live(term, live))
 
     def _on_broker_startup(self, term: ControllerTerm, new: set[int]) -> None:
         started = time.monotonic()

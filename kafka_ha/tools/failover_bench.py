@@ -292,6 +292,7 @@ class FailoverBench:
                                                 killed_at) or {}
         phases = {"session expiry: registration deleted": rel(deleted_at),
                   "controller event started": rel(handled.get("event_started")),
+                  "controller: new leaders written and sent": rel(handled.get("leaders_written")),
                   "controller states written": rel(handled.get("states_written")),
                   "controller: LeaderAndIsr acknowledged": rel(handled.get("leader_and_isr_acked"))}
         updated_after = handled.get("new_states_from", deleted_at)

@@ -17,6 +17,10 @@ STAMP_ROUNDING_S = 0.002
 HANDLED = re.compile(STAMP + r"INFO Broker failure \[(?P<dead>[\d, ]+)\] handled: (?P<affected>\d+) "
                      r"partitions affected, (?P<written>\d+) state znodes written .* in "
                      r"(?P<write_ms>\d+) ms; LeaderAndIsr acknowledged (?P<ack_ms>\d+) ms", re.M)
+# controller/broker_failure.py: the elections of the dead broker's partitions, written and sent
+# before its replicas leave the other ISRs.
+ELECTED = re.compile(STAMP + r"INFO Broker failure \[(?P<dead>[\d, ]+)\]: (?P<elected>\d+) new leader "
+                     r"states written in (?P<write_ms>\d+) ms and sent", re.M)
 LEADER_AND_ISR_DONE = re.compile(
     STAMP + r"INFO Broker (?P<broker>\d+) completed LeaderAndIsr request .* for the "
     r"(?P<transition>become-leader|become-follower) transition for partition (?P<tp>\S+)", re.M)
@@ -67,22 +71,25 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
 
 
 def controller_failure_handled(text: str, dead: int, after: float) -> dict | None:
-    """The controller's line for the failure of ``dead`` logged after ``after``: when its
-    event started, its states were written and its LeaderAndIsr acknowledged (absolute).
+    """The controller's lines for the failure of ``dead`` logged after ``after``: when its
+    event started, its elections and then all its states were written, and its LeaderAndIsr
+    acknowledged (absolute).
 
-    The start and the write are derived from whole milliseconds (the line's stamp and its two
+    The start and the writes are derived from whole milliseconds (the lines' stamps and their
     durations), so each may come out up to 2 ms late: ``new_states_from`` is the bound below
     which a broker's line about the new states cannot be. A broker in the controller's own
     process can cache the UpdateMetadata within that 2 ms.
 
-    >>> line = ("[2026-01-01 10:00:01,010] INFO Broker failure [2] handled: 2 partitions "
-    ...         "affected, 2 state znodes written (2 with a leader) in 6 ms; LeaderAndIsr acknowledged "
-    ...         "10 ms after the event started\\n")
+    >>> lines = ("[2026-01-01 10:00:01,004] INFO Broker failure [2]: 1 new leader states "
+    ...          "written in 3 ms and sent\\n"
+    ...          "[2026-01-01 10:00:01,010] INFO Broker failure [2] handled: 2 partitions "
+    ...          "affected, 2 state znodes written (1 with a leader) in 6 ms; LeaderAndIsr "
+    ...          "acknowledged 10 ms after the event started\\n")
     >>> cached = ("[2026-01-01 10:00:01,005] DEBUG Broker 1 cached UpdateMetadata correlation "
     ...           "id 9 from controller 1 epoch 1: 2 partitions, live brokers [1, 3] (x)\\n")
-    >>> h = controller_failure_handled(line, 2, 0)
-    >>> round(h["states_written"] - log_time("2026-01-01 10:00:01,000"), 3)
-    0.006
+    >>> h = controller_failure_handled(lines, 2, 0)
+    >>> [round(h[k] - log_time("2026-01-01 10:00:01,000"), 3) for k in ("leaders_written", "states_written")]
+    [0.003, 0.006]
     >>> first_update_metadata(cached, h["new_states_from"]) == log_time("2026-01-01 10:00:01,005")
     True
     """
@@ -92,8 +99,13 @@ def controller_failure_handled(text: str, dead: int, after: float) -> dict | Non
             continue
         started = done - int(m["ack_ms"]) / 1000
         written = started + int(m["write_ms"]) / 1000
-        return {"event_started": started, "states_written": written,
-                "new_states_from": written - STAMP_ROUNDING_S,
+        # Only a failure that moved leaderships logs its elections.
+        elected = [started + int(e["write_ms"]) / 1000 for e in ELECTED.finditer(text)
+                   if [int(b) for b in e["dead"].split(",")] == [dead]
+                   and started - STAMP_ROUNDING_S <= log_time(e["ts"]) <= done]
+        leaders_written = elected[0] if elected else None
+        return {"event_started": started, "leaders_written": leaders_written, "states_written": written,
+                "new_states_from": (leaders_written or written) - STAMP_ROUNDING_S,
                 "leader_and_isr_acked": done, "write_ms": int(m["write_ms"]),
                 "affected": int(m["affected"]), "written": int(m["written"])}
     return None
