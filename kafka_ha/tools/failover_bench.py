@@ -24,7 +24,9 @@ a real 3-node ZooKeeper ensemble and real broker processes):
    epoch's start (the ISR confirmed it), the first acks=all acknowledgement;
    With ``--scenario shutdown`` the victim is stopped with SIGTERM instead: a controlled
    shutdown, in which the controller moves its leaderships before it exits; the phases are
-   then the victim's and the controller's shutdown lines and the process's exit.
+   then the victim's and the controller's shutdown lines and the process's exit.  With
+   ``shutdown-all`` the topic is created with that broker first in every replica list, so
+   the broker stopped leads every partition (Kafka 1.1's target is for a broker leading 10k);
 5. the floor, in the same run: ``zookeeper.session.timeout.ms`` plus the time
    ZooKeeper takes to rewrite the same state znodes unchanged in pipelined multis
    (``BenchStore.rewrite_unchanged``; after everything else, since it bumps their
@@ -50,8 +52,8 @@ from kafka_ha.admin.assignment import assign_replicas
 from kafka_ha.bench_results import Run, add_output_options, print_summary, scratch_dir
 from kafka_ha.model import LeaderAndIsr, TopicAssignment, TopicPartition
 from kafka_ha.tools import failover_timeline as tl
-from kafka_ha.tools.failover_report import (CLIENT_NAMES, median_run, method, plots, ratios,
-                                             tables)
+from kafka_ha.tools.failover_report import (CLIENT_NAMES, SCENARIOS, by_sigterm, median_run, method,
+                                             plots, ratios, tables)
 from kafka_ha.tools.availability_probes import LoopProbe
 from kafka_ha.tools.controller_bench import (ZK_CONNECTION_TIMEOUT_MS, ZK_SESSION_TIMEOUT_MS,
                                              Bench as ControllerBench, free_ports, progress,
@@ -167,7 +169,7 @@ class FailoverBench:
                           self.args.probe_interval_ms / 1000)
         try:
             with probe:
-                row.update(self.create_and_write(cluster, zk, n, probe))
+                row.update(self.create_and_write(cluster, zk, n, probe, scenario))
                 row.update(self.settle(cluster))
                 row.update(self.failover(cluster, zk, n, probe, scenario))
             row["floor_write_ms"] = ControllerBench.floor(None, zk, [TopicPartition(TOPIC, p)
@@ -180,9 +182,25 @@ class FailoverBench:
                 shutil.rmtree(cluster.dir, ignore_errors=True)
         return row
 
-    def create_and_write(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe) -> dict:
+    @staticmethod
+    def assignment(zk: BenchStore, n: int, scenario: str) -> dict[int, tuple[int, ...]]:
+        """Kafka's round robin; for shutdown-all, one broker other than the controller first in
+        every replica list (the others alternate behind it).
+
+        >>> class Zk:
+        ...     controller_id = staticmethod(lambda: 1)
+        >>> FailoverBench.assignment(Zk(), 3, "shutdown-all")
+        {0: (2, 3, 1), 1: (2, 1, 3), 2: (2, 3, 1)}
+        """
+        if scenario != "shutdown-all":
+            return assign_replicas([1, 2, 3], n, 3)
+        leader, *others = sorted({1, 2, 3} - {zk.controller_id()}) + [zk.controller_id()]
+        return {p: (leader, *(others if p % 2 == 0 else others[::-1])) for p in range(n)}
+
+    def create_and_write(self, cluster: LocalCluster, zk: BenchStore, n: int, probe: LoopProbe,
+                         scenario: str) -> dict:
         started = time.time()
-        zk.create_assignments([TopicAssignment(TOPIC, assign_replicas([1, 2, 3], n, 3))])
+        zk.create_assignments([TopicAssignment(TOPIC, self.assignment(zk, n, scenario))])
         wait_for(lambda: len(self.states(zk, n)) == n, 600, f"{n} state znodes")
         progress(f"controller created {n} partitions in {time.time() - started:.2f} s")
         # The brokers take LeaderAndIsr for every partition; wait until each answers
@@ -245,13 +263,13 @@ class FailoverBench:
         victim_stall = probe.summary(time.time() - 10)
         probe.stop_broker(victim)
         killed_at = time.time()
-        if scenario == "shutdown":
+        if by_sigterm({"scenario": scenario}):
             cluster.kill_broker(victim, signal.SIGTERM, wait=False)
         else:
             cluster.kill_broker(victim)
         for p in producers.values():
             p.go()
-        progress(f"{'stopped' if scenario == 'shutdown' else 'killed'} broker {victim} "
+        progress(f"{'stopped' if by_sigterm({'scenario': scenario}) else 'killed'} broker {victim} "
                  f"(leader of {len(partitions)}); controller is {controller}")
         results = {acks: p.result(timeout_s=400) for acks, p in producers.items()}
         if not deleted.wait(120):
@@ -269,7 +287,7 @@ class FailoverBench:
             row[f"acks_{acks}_failed"] = len(r["failed"])
         row["phases"] = self.timeline(cluster, victim, controller, survivors, partitions, killed_at,
                                       deleted_at[0], results["all"])
-        if scenario == "shutdown":
+        if by_sigterm({"scenario": scenario}):
             rel = (lambda t: None if t is None else round(t - killed_at, 3))
             succeeded = tl.last_match(tl.SHUTDOWN_SUCCEEDED, log_text(cluster, victim, "server.log"),
                                       killed_at)
@@ -339,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--request-timeout-ms", type=int, default=30000, help="the producers' (Kafka's default)")
     p.add_argument("--probe-interval-ms", type=int, default=50, help="ApiVersions loop probe interval")
     p.add_argument("--scenario", default="kill",
-                   help="comma list of kill (kill -9 of the victim) and shutdown (SIGTERM: a "
-                        "controlled shutdown); default kill")
+                   help="comma list of kill (kill -9 of the victim), shutdown (SIGTERM: a "
+                        "controlled shutdown) and shutdown-all (the same, of a broker that leads "
+                        "every partition); default kill")
     p.add_argument("--client", choices=sorted(CLIENT_NAMES), default="kafka_ha",
                    help="the producers: the project's own or confluent-kafka (librdkafka)")
     add_output_options(p, "failover", "--output")
@@ -354,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--repeat must be at least 1")
     scenarios = [x for x in args.scenario.split(",") if x]
     for scenario in scenarios:
-        if scenario not in ("kill", "shutdown"):
-            p.error(f"unknown scenario {scenario!r}: kill or shutdown")
+        if scenario not in SCENARIOS:
+            p.error(f"unknown scenario {scenario!r}: {', '.join(SCENARIOS)}")
     sizes = [int(x) for x in args.partitions.split(",") if x]
     # Runs are kept apart by directory name (scenario and size): listed twice, the second
     # cluster would start on the first one's logs.

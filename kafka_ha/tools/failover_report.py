@@ -20,7 +20,9 @@ def method(args: argparse.Namespace) -> str:
             f"two producer processes ({CLIENT_NAMES[args.client]}, Kafka's producer defaults: retries without end, 100 ms backoff, "
             f"{args.request_timeout_ms} ms request timeout) send one record to each partition it "
             f"led, one with acks=all and one with acks=1: the window is the time from the kill to "
-            f"each acknowledgement. Baselines in the same run: the floor, the session timeout plus "
+            f"each acknowledgement. The shutdown scenarios send SIGTERM instead (a controlled "
+            f"shutdown); in shutdown-all the topic's assignment puts that broker first in every "
+            f"replica list, so it leads every partition. Baselines in the same run: the floor, the session timeout plus "
             f"raw kazoo rewriting the same state znodes with pipelined multis, and the acks=1 "
             f"window. A loop stall is the slowest answer to an ApiVersions probe sent to each broker "
             f"every {args.probe_interval_ms} ms (ApiVersions does no work, so a slow answer is time "
@@ -46,7 +48,7 @@ def median_run(runs: list[dict]) -> dict:
     row = dict(ordered[(len(ordered) - 1) // 2])
     row["acks_all_max_runs"] = [r["acks_all"]["max"] for r in ordered]
     row["after_deletion_runs"] = [None if r.get("registration_deleted_s") is None
-                                  or r.get("scenario") == "shutdown" else   # it exits at the end
+                                  or by_sigterm(r) else   # it exits at the end
                                   round(r["acks_all"]["max"] - r["registration_deleted_s"], 3)
                                   for r in ordered]
     return row
@@ -88,23 +90,30 @@ def tables(rows: list[dict]) -> list[Table]:
                             " / ".join(f"{m:.2f} s" for m in r.get("acks_all_max_runs", [a["max"]])),
                             " / ".join("-" if m is None else f"{m:.2f} s"
                                        for m in r.get("after_deletion_runs", []))])
-        out.append(Table(f"Phases at {r['partitions']} partitions, seconds after the "
-                         f"{'SIGTERM' if r.get('scenario') == 'shutdown' else 'kill'}",
+        out.append(Table(f"Phases at {r['partitions']} partitions ({r['led']} led by the victim), "
+                         f"seconds after the {'SIGTERM' if by_sigterm(r) else 'kill'}",
                          [("phase", "", 0), ("at", "s", 2)],
                          [[name, phase_cell(v)] for name, v in r["phases"].items()]))
     return out
 
 
-SCENARIOS = {"kill": "kill -9", "shutdown": "controlled shutdown"}
+SCENARIOS = {"kill": "kill -9", "shutdown": "controlled shutdown",
+             "shutdown-all": "controlled shutdown of the leader of all"}
+
+
+def by_sigterm(row: dict) -> bool:
+    """Whether the run stopped its victim with SIGTERM (a controlled shutdown)."""
+    return row.get("scenario", "kill").startswith("shutdown")
 
 
 def ratios(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         at_all = r["acks_all"]["max"]
-        if r.get("scenario") == "shutdown":
+        if by_sigterm(r):
             n = r["partitions"]
-            out.append(ratio(f"controlled shutdown done (victim's log), {n} partitions",
+            out.append(ratio(f"controlled shutdown done (victim's log), {n} partitions, "
+                             f"{r['led']} led by the victim",
                              r["shutdown_s"], "raw multis rewriting the same states",
                              r["floor_write_ms"] / 1000, "s", goal="<= 3 s at 10k per broker"))
             out.append(ratio(f"acks=all writable throughout (max), controlled shutdown, {n} partitions",
