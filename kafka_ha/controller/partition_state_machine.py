@@ -14,7 +14,7 @@ from gevent import sleep
 
 from kafka_ha import metrics
 from kafka_ha.controller import election
-from kafka_ha.cooperative import yielding
+from kafka_ha.cooperative import controller_slices
 from kafka_ha.controller.context import ControllerContext
 from kafka_ha.controller.request_batch import RequestBatch
 from kafka_ha.model import LeaderAndIsr, PartitionStateInfo, TopicPartition
@@ -80,7 +80,7 @@ class PartitionStateMachine:
             for start in range(0, len(items), MULTI_CHUNK):
                 slice_decisions, unchanged = {}, {}
                 # The loop shares the broker's event loop: it yields to it now and then.
-                for tp, current in yielding(items[start:start + MULTI_CHUNK]):
+                for tp, current in controller_slices(items[start:start + MULTI_CHUNK]):
                     outcome = decide(tp, current)
                     if outcome.decision is None:
                         unchanged[tp] = current
@@ -94,7 +94,7 @@ class PartitionStateMachine:
                 break
             result = self.store.collect(submissions)
             self.zk_writes += len(decisions)
-            for tp, written in yielding(result.written.items()):
+            for tp, written in controller_slices(result.written.items()):
                 if tp in decisions:  # not a passed version check
                     self._record(tp, written, reasons[tp], batch, lines)
                     changed[tp] = written
@@ -169,7 +169,7 @@ class PartitionStateMachine:
         """New -> Online: write the first state of partitions that have a live replica."""
         live = self.ctx.live_broker_ids
         creates = {}
-        for tp in yielding(partitions):
+        for tp in controller_slices(partitions):
             state = election.initial_state(self.ctx.assignments[tp], live, self.epoch)
             if state is None:
                 log.info("Partition %s has no live replica among %s; it stays new", tp,
@@ -192,6 +192,6 @@ class PartitionStateMachine:
                 else:
                     self._skip_unreadable(tp, stored)
         lines = StateChangeBatch()
-        for tp, state in yielding(written.items()):
+        for tp, state in controller_slices(written.items()):
             self._record(tp, state, election.Outcome(state, "new partition online"), batch, lines)
         lines.emit()

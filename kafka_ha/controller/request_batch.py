@@ -14,7 +14,7 @@ import gevent
 from gevent.event import AsyncResult
 
 from kafka_ha.controller.channel import ControllerChannel
-from kafka_ha.cooperative import yielding
+from kafka_ha.cooperative import controller_slices
 from kafka_ha.model import BrokerInfo, PartitionStateInfo, TopicPartition
 from kafka_ha.protocol.api import ApiKey
 from kafka_ha.protocol.framing import EncodedOnce, EncodedOnceFor
@@ -124,7 +124,7 @@ class RequestBatch:
         for broker_id, states in self._metadata_by_broker().items():
             own = bool(self.update_metadata.get(broker_id))
             body = shared if shared is not None and not own else self._metadata_body(
-                [wired(s) for s in yielding(states.values())], brokers_payload)
+                [wired(s) for s in controller_slices(states.values())], brokers_payload)
             if not own:
                 shared = body
             channel.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
@@ -134,11 +134,11 @@ class RequestBatch:
             live_leaders = [{"id": b.broker_id, "host": b.host, "port": b.port}
                             for b in self.live_brokers.values() if b.broker_id in leaders]
             prefix = f"Controller {self.controller_id} epoch {self.epoch} requested"
-            for s in yielding(states.values()):
+            for s in controller_slices(states.values()):
                 kind = "become-leader" if s.leader == broker_id else "become-follower"
                 lines.info(f"{prefix} {kind} LeaderAndIsr {s.describe()} for partition {s.tp} "
                            f"from broker {broker_id}")
-            entries = [wired(s) for s in yielding(states.values())]
+            entries = [wired(s) for s in controller_slices(states.values())]
             # (the flat list rides along unencoded: the fake channel of the tests reads it)
             body = {"controller_id": self.controller_id, "controller_epoch": self.epoch,
                     "broker_epoch": self._broker_epoch(broker_id), "partition_states": entries,
@@ -149,7 +149,7 @@ class RequestBatch:
                                 lambda _b, resp, ack=ack: ack.set(resp)):
                 ack.set(None)
         for (broker_id, delete), tps in self.stop_replica.items():
-            for tp in yielding(tps):
+            for tp in controller_slices(tps):
                 lines.info(f"Controller {self.controller_id} epoch {self.epoch} requested "
                            f"StopReplica (delete={str(delete).lower()}) for partition {tp} "
                            f"from broker {broker_id}")

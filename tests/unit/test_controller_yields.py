@@ -3,7 +3,7 @@ partitions must let the loop serve requests and ZooKeeper pings between slices o
 per-partition work (deciding, recording, building requests), as the broker's own
 LeaderAndIsr does.  At 10k partitions a controlled shutdown or a topic creation held the
 controller broker's loop for 0.9-1.1 s in one stretch (measured with the failover bench's
-ApiVersions probe).  Run on the fake store; ``SLICE_MS = 0`` makes every item a slice,
+ApiVersions probe).  Run on the fake store; slices of 0 ms make every item a slice,
 so whether the loop got a turn does not depend on this machine's speed."""
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ N = 60
 @pytest.fixture
 def every_item_a_slice(monkeypatch):
     monkeypatch.setattr(cooperative, "SLICE_MS", 0)
+    monkeypatch.setattr(cooperative, "CONTROLLER_SLICE_MS", 0)
 
 
 class LoopTurns:
