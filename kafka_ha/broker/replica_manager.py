@@ -132,21 +132,12 @@ class ReplicaManager(ReplicaLogTasks):
             yield_to_io()
 
     def shutdown(self) -> None:
-        self.stop_replication()
-        self.close_logs()
-
-    def stop_replication(self) -> None:
-        """Lead nothing, fetch nothing: what a stopping broker does before it deregisters."""
         self.stop_leading()
         for task in self._tasks:
             task.kill(block=False)
         for fetcher in self.fetchers.values():
             fetcher.stop()
-
-    def close_logs(self) -> None:
-        """Checkpoint and close every log: the last step of a clean shutdown."""
         if self.log_manager is not None:
-            log.info("Broker %d closing its logs (%d partitions)", self.broker_id, len(self.partitions))
             self.checkpoint_high_watermarks()
             # Producer snapshots at the log ends (as Kafka writes on a clean shutdown), so
             # the next start reads them instead of scanning; written in parallel.

@@ -307,23 +307,15 @@ class KafkaServer:
         if self.log_cleaner is not None:
             self.log_cleaner.stop()
         if self.replica_manager is not None:
-            self.replica_manager.stop_replication()
+            self.replica_manager.shutdown()
         if self.isr_writer is not None:
             self.isr_writer.stop()
-        # Deregistered before the logs close (45 s at 10k partitions): the controller then
-        # takes this broker out of the ISRs at once.  Registered, it stayed in those it had
-        # rejoined as a follower after its controlled shutdown, not fetching, and acks=all
-        # writes to them waited replica.lag.time.max.ms for the leaders to drop it.
         if self.zk is not None:
             try:
                 self.zk.stop()
                 self.zk.close()
-                log.info("Broker %d closed its ZooKeeper session: its registration is gone",
-                         self.broker_id)
             except Exception:  # already disconnected: nothing left to release
                 log.debug("ZooKeeper client close failed", exc_info=True)
-        if self.replica_manager is not None:
-            self.replica_manager.close_logs()
         log.info("[Kafka Server %d], shut down completed", self.broker_id)
         self.stopped.set()
 

@@ -94,24 +94,6 @@ def test_controlled_shutdown_moves_leadership_before_exit(cluster_factory):
     assert "Controlled shutdown of broker %d succeeded" % leader in log_text(cluster, leader, "server.log")
 
 
-def test_a_stopping_broker_leaves_zookeeper_before_it_closes_its_logs(cluster_factory):
-    """After its controlled shutdown the broker follows the new leaders of what it led, and a
-    leader takes it back into the ISR once it has caught up.  Then it stops fetching and
-    closes its logs: 45 s at 10k partitions.  While it stayed registered meanwhile, nothing
-    took it out of those ISRs before replica.lag.time.max.ms, and acks=all writes to them
-    waited that long.  Its registration goes first, so the controller takes it out at once
-    (Kafka closes its ZooKeeper client last)."""
-    cluster = cluster_factory(3, session_timeout_ms=SESSION_MS)
-    create_topic(cluster, "closing", 3, 3)
-    leader = read_states(cluster, "closing")[0].leader
-    cluster.kill(leader, signal.SIGTERM)
-    text = log_text(cluster, leader, "server.log")
-    deregistered = text.index(f"Broker {leader} closed its ZooKeeper session")
-    closing_logs = text.index(f"Broker {leader} closing its logs")
-    assert deregistered < closing_logs, "the logs were closed while the broker was still registered"
-    assert text.index("Controlled shutdown of broker %d succeeded" % leader) < deregistered
-
-
 def reassign(cluster, plan, *flags):
     path = Path(cluster.dir) / "reassign.json"
     path.write_text(json.dumps(plan))
