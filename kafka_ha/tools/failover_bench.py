@@ -263,13 +263,13 @@ class FailoverBench:
         victim_stall = probe.summary(time.time() - 10)
         probe.stop_broker(victim)
         killed_at = time.time()
-        if by_sigterm({"scenario": scenario}):
+        if by_sigterm(scenario):
             cluster.kill_broker(victim, signal.SIGTERM, wait=False)
         else:
             cluster.kill_broker(victim)
         for p in producers.values():
             p.go()
-        progress(f"{'stopped' if by_sigterm({'scenario': scenario}) else 'killed'} broker {victim} "
+        progress(f"{'stopped' if by_sigterm(scenario) else 'killed'} broker {victim} "
                  f"(leader of {len(partitions)}); controller is {controller}")
         results = {acks: p.result(timeout_s=400) for acks, p in producers.items()}
         if not deleted.wait(120):
@@ -287,7 +287,7 @@ class FailoverBench:
             row[f"acks_{acks}_failed"] = len(r["failed"])
         row["phases"] = self.timeline(cluster, victim, controller, survivors, partitions, killed_at,
                                       deleted_at[0], results["all"])
-        if by_sigterm({"scenario": scenario}):
+        if by_sigterm(scenario):
             rel = (lambda t: None if t is None else round(t - killed_at, 3))
             succeeded = tl.last_match(tl.SHUTDOWN_SUCCEEDED, log_text(cluster, victim, "server.log"),
                                       killed_at)

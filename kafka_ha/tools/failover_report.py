@@ -48,7 +48,7 @@ def median_run(runs: list[dict]) -> dict:
     row = dict(ordered[(len(ordered) - 1) // 2])
     row["acks_all_max_runs"] = [r["acks_all"]["max"] for r in ordered]
     row["after_deletion_runs"] = [None if r.get("registration_deleted_s") is None
-                                  or by_sigterm(r) else   # it exits at the end
+                                  or by_sigterm(r.get("scenario", "kill")) else   # it exits at the end
                                   round(r["acks_all"]["max"] - r["registration_deleted_s"], 3)
                                   for r in ordered]
     return row
@@ -91,7 +91,7 @@ def tables(rows: list[dict]) -> list[Table]:
                             " / ".join("-" if m is None else f"{m:.2f} s"
                                        for m in r.get("after_deletion_runs", []))])
         out.append(Table(f"Phases at {r['partitions']} partitions ({r['led']} led by the victim), "
-                         f"seconds after the {'SIGTERM' if by_sigterm(r) else 'kill'}",
+                         f"seconds after the {'SIGTERM' if by_sigterm(r.get('scenario', 'kill')) else 'kill'}",
                          [("phase", "", 0), ("at", "s", 2)],
                          [[name, phase_cell(v)] for name, v in r["phases"].items()]))
     return out
@@ -101,16 +101,20 @@ SCENARIOS = {"kill": "kill -9", "shutdown": "controlled shutdown",
              "shutdown-all": "controlled shutdown of the leader of all"}
 
 
-def by_sigterm(row: dict) -> bool:
-    """Whether the run stopped its victim with SIGTERM (a controlled shutdown)."""
-    return row.get("scenario", "kill").startswith("shutdown")
+def by_sigterm(scenario: str) -> bool:
+    """Whether the scenario stops its victim with SIGTERM (a controlled shutdown).
+
+    >>> [by_sigterm(s) for s in SCENARIOS]
+    [False, True, True]
+    """
+    return scenario.startswith("shutdown")
 
 
 def ratios(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         at_all = r["acks_all"]["max"]
-        if by_sigterm(r):
+        if by_sigterm(r.get("scenario", "kill")):
             n = r["partitions"]
             out.append(ratio(f"controlled shutdown done (victim's log), {n} partitions, "
                              f"{r['led']} led by the victim",
