@@ -70,6 +70,11 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
     return {"n": len(ordered), "p50": rank(0.5), "p90": rank(0.9), "max": ordered[-1]}
 
 
+def _only_dead(match: re.Match, dead: int) -> bool:
+    """Whether a controller line's ``[dead]`` list names ``dead`` alone."""
+    return [int(b) for b in match["dead"].split(",")] == [dead]
+
+
 def controller_failure_handled(text: str, dead: int, after: float) -> dict | None:
     """The controller's lines for the failure of ``dead`` logged after ``after``: when its
     event started, its elections and then all its states were written, and its LeaderAndIsr
@@ -95,13 +100,13 @@ def controller_failure_handled(text: str, dead: int, after: float) -> dict | Non
     """
     for m in HANDLED.finditer(text):
         done = log_time(m["ts"])
-        if done < after or [int(b) for b in m["dead"].split(",")] != [dead]:
+        if done < after or not _only_dead(m, dead):
             continue
         started = done - int(m["ack_ms"]) / 1000
         written = started + int(m["write_ms"]) / 1000
         # Only a failure that moved leaderships logs its elections.
         elected = [started + int(e["write_ms"]) / 1000 for e in ELECTED.finditer(text)
-                   if [int(b) for b in e["dead"].split(",")] == [dead]
+                   if _only_dead(e, dead)
                    and started - STAMP_ROUNDING_S <= log_time(e["ts"]) <= done]
         leaders_written = elected[0] if elected else None
         return {"event_started": started, "leaders_written": leaders_written, "states_written": written,
